@@ -1,0 +1,57 @@
+"""Developer and user sessions: `nox -s tests`, `nox -s demo`, `nox -s lint`.
+
+Each session installs what it needs into its own virtualenv. On a machine without CUDA, torch
+comes from PyTorch's CPU index (a ~200 MB wheel) rather than PyPI's default multi-GB CUDA build.
+Set DPSUITE_TORCH to choose another torch requirement (e.g. "torch==2.5.1").
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import nox
+
+nox.options.sessions = ["lint", "tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+TORCH = os.environ.get("DPSUITE_TORCH", "torch==2.13.0")
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def has_cuda() -> bool:
+    return shutil.which("nvidia-smi") is not None
+
+
+def install_torch(session: nox.Session) -> None:
+    if has_cuda():
+        session.install(TORCH)
+    else:
+        session.install(TORCH, "--extra-index-url", CPU_INDEX)
+
+
+def install_suite(session: nox.Session, extras: str = "") -> None:
+    install_torch(session)
+    session.install("-e", f".{extras}")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The test suite (unit, multi-process DDP, end to end); slow stress tests excluded."""
+    install_suite(session, "[dev,slurm]")
+    session.run("pytest", "-m", "not slow", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff lint and format check."""
+    session.install("ruff>=0.5")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The main job on a fresh machine."""
+    install_suite(session)
+    session.run("dpsuite", "demo", *session.posargs)

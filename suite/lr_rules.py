@@ -1,0 +1,85 @@
+"""Learning-rate rules for large-batch training, as pure functions of the step.
+
+A rule turns the workload's reference recipe (``base_lr`` at ``base_batch``) into a peak LR for
+the global batch ``B``; the schedule then shapes the LR over training:
+
+* ``naive``          keep ``base_lr`` whatever the batch;
+* ``linear``         ``base_lr * B / base_batch``;
+* ``linear_warmup``  linear, reached by a per-iteration ramp from ``base_lr`` over
+                     ``warmup_epochs`` (Goyal et al. 2017, "gradual warmup");
+* ``sqrt``           ``base_lr * sqrt(B / base_batch)``.
+
+After the (optional) warmup comes the schedule: ``constant``, ``cosine`` to zero, or ``step``
+(multiply by ``gamma`` at each milestone, given as fractions of training).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+RULES = ("naive", "linear", "linear_warmup", "sqrt")
+SCHEDULES = ("constant", "cosine", "step")
+
+
+def peak_lr(rule: str, base_lr: float, base_batch: int, global_batch: int) -> float:
+    """The LR a rule reaches after warmup, before any decay."""
+    ratio = global_batch / base_batch
+    if rule == "naive":
+        return base_lr
+    if rule in ("linear", "linear_warmup"):
+        return base_lr * ratio
+    if rule == "sqrt":
+        return base_lr * math.sqrt(ratio)
+    raise ValueError(f"unknown lr_rule '{rule}' (choose from: {', '.join(RULES)})")
+
+
+def schedule_factor(
+    progress: float, schedule: str, milestones: Sequence[float] = (0.5, 0.75), gamma: float = 0.1
+) -> float:
+    """Multiplier on the peak LR at ``progress`` in [0, 1] of the post-warmup phase."""
+    progress = min(max(progress, 0.0), 1.0)
+    if schedule == "constant":
+        return 1.0
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    if schedule == "step":
+        return gamma ** sum(progress >= m for m in milestones)
+    raise ValueError(f"unknown schedule '{schedule}' (choose from: {', '.join(SCHEDULES)})")
+
+
+@dataclass(frozen=True)
+class LRPlan:
+    """Everything needed to know the LR at any step of one run."""
+
+    rule: str
+    base_lr: float
+    base_batch: int
+    global_batch: int
+    steps_per_epoch: int
+    total_steps: int
+    warmup_epochs: float = 0.0
+    schedule: str = "cosine"
+    milestones: tuple[float, ...] = field(default=(0.5, 0.75))
+    gamma: float = 0.1
+
+    @property
+    def peak(self) -> float:
+        return peak_lr(self.rule, self.base_lr, self.base_batch, self.global_batch)
+
+    @property
+    def warmup_steps(self) -> int:
+        if self.rule != "linear_warmup":
+            return 0
+        return min(round(self.warmup_epochs * self.steps_per_epoch), self.total_steps)
+
+    def lr_at(self, step: int) -> float:
+        """LR for optimizer step ``step`` (0-based)."""
+        warm = self.warmup_steps
+        if step < warm:
+            # Goyal et al.: start at the small-batch LR and add a constant amount every iteration.
+            return self.base_lr + (self.peak - self.base_lr) * step / warm
+        decay_steps = max(self.total_steps - warm, 1)
+        progress = (step - warm) / decay_steps
+        return self.peak * schedule_factor(progress, self.schedule, self.milestones, self.gamma)

@@ -1,0 +1,230 @@
+"""Results on disk: one directory per run with run.json, epochs.csv and steps.csv.
+
+Writes are crash-safe: run.json is replaced atomically (temp file + rename), epochs.csv is
+appended and flushed row by row, so a killed run keeps every evaluation it finished.
+Nothing here uses pickle.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import os
+import socket
+import tempfile
+import warnings
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+SCHEMA_VERSION = 1
+STATUSES = ("complete", "failed", "diverged", "running")
+EPOCH_COLUMNS = [
+    "epoch",
+    "step",
+    "samples_seen",
+    "lr",
+    "train_loss",
+    "eval_loss",
+    "eval_acc",
+    "wall_s",
+]
+STEP_COLUMNS = ["step", "step_time_s", "compute_s", "comm_s", "lr"]
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def config_hash(identity: Mapping[str, Any]) -> str:
+    blob = json.dumps(identity, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:10]
+
+
+def make_run_id(summary: Mapping[str, Any], identity: Mapping[str, Any]) -> str:
+    """A readable, stable id: the same config always gives the same id."""
+    return (
+        f"{summary['workload']}-{summary['mode']}-w{summary['workers']}"
+        f"-b{summary['global_batch']}-{summary['lr_rule']}-s{summary['seed']}"
+        f"-{config_hash(identity)}"
+    )
+
+
+def _json_safe(value: Any) -> Any:
+    """Strict JSON: NaN and infinities become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    """Write JSON so that readers see the old file or the new one, never a torn one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(_json_safe(dict(data)), fh, indent=2, allow_nan=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; results are meant to be shared
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    with open(path) as fh:
+        return json.load(fh)
+
+
+class RunWriter:
+    """Owns one run directory; only rank 0 of a run writes through it."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.dir = Path(run_dir)
+        self.record: dict[str, Any] = {}
+
+    @property
+    def run_json(self) -> Path:
+        return self.dir / "run.json"
+
+    def start(self, record: Mapping[str, Any]) -> None:
+        """Create the directory, reset the CSVs and mark the run as running."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for name in ("epochs.csv", "steps.csv"):
+            (self.dir / name).unlink(missing_ok=True)
+        self.record = {
+            "schema_version": SCHEMA_VERSION,
+            **record,
+            "status": "running",
+            "error": None,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started_at": now_iso(),
+            "finished_at": None,
+            "heartbeat_at": now_iso(),
+        }
+        write_json_atomic(self.run_json, self.record)
+
+    def update(self, **fields: Any) -> None:
+        self.record.update(fields, heartbeat_at=now_iso())
+        write_json_atomic(self.run_json, self.record)
+
+    def finish(self, status: str, error: str | None = None, **fields: Any) -> None:
+        assert status in STATUSES, status
+        self.record.update(fields, status=status, error=error, finished_at=now_iso())
+        write_json_atomic(self.run_json, self.record)
+
+    def append_epoch(self, row: Mapping[str, Any]) -> None:
+        append_csv(self.dir / "epochs.csv", EPOCH_COLUMNS, [row])
+
+    def write_steps(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        append_csv(self.dir / "steps.csv", STEP_COLUMNS, rows)
+
+
+def append_csv(path: Path, columns: list[str], rows: Iterable[Mapping[str, Any]]) -> None:
+    new = not path.exists()
+    with open(path, "a", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        if new:
+            w.writeheader()
+        for row in rows:
+            w.writerow(row)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_status(run_dir: Path) -> str | None:
+    """The effective status of a run directory, or None when it has no readable run.json."""
+    try:
+        rec = read_json(Path(run_dir) / "run.json")
+    except (OSError, ValueError):
+        return None
+    return effective_status(rec)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def effective_status(rec: Mapping[str, Any]) -> str:
+    """A 'running' record whose process is gone on this host reads as 'failed' (stale)."""
+    status = rec.get("status", "failed")
+    if status != "running":
+        return status
+    if rec.get("host") == socket.gethostname() and not _pid_alive(int(rec.get("pid", -1))):
+        return "failed"
+    return "running"
+
+
+def _flatten(rec: Mapping[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {}
+    for key, value in rec.items():
+        if key == "config":
+            continue
+        if key in ("metrics", "hardware") and isinstance(value, dict):
+            prefix = "" if key == "metrics" else "hardware."
+            row.update({f"{prefix}{k}": v for k, v in value.items() if not isinstance(v, dict)})
+        elif not isinstance(value, (dict, list)):
+            row[key] = value
+    return row
+
+
+def find_runs(path: str | Path) -> list[Path]:
+    """Every run directory (one holding run.json) below ``path``, sorted."""
+    return sorted(p.parent for p in Path(path).rglob("run.json"))
+
+
+def load(path: str | Path, include_incomplete: bool = True) -> pd.DataFrame:
+    """Read a results tree into one flat frame, one row per run, metrics flattened.
+
+    Unreadable run.json files are skipped with a warning naming the file. Runs left 'running' by
+    a dead process read as 'failed'. With ``include_incomplete=False`` only complete and diverged
+    runs are returned.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise FileNotFoundError(f"results directory not found: {root}")
+    rows = []
+    for run_dir in find_runs(root):
+        file = run_dir / "run.json"
+        try:
+            rec = read_json(file)
+            if not isinstance(rec, dict) or "run_id" not in rec:
+                raise ValueError("not a run record")
+        except (OSError, ValueError) as exc:
+            warnings.warn(f"skipping unreadable {file}: {exc}", stacklevel=2)
+            continue
+        row = _flatten(rec)
+        row["status"] = effective_status(rec)
+        row["run_dir"] = str(run_dir)
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if not include_incomplete and not frame.empty:
+        frame = frame[frame["status"].isin(["complete", "diverged"])].reset_index(drop=True)
+    return frame
+
+
+def load_epochs(run_dir: str | Path) -> pd.DataFrame:
+    """One run's epochs.csv (empty frame with the right columns when absent)."""
+    file = Path(run_dir) / "epochs.csv"
+    if not file.exists():
+        return pd.DataFrame(columns=EPOCH_COLUMNS)
+    return pd.read_csv(file)

@@ -1,0 +1,60 @@
+"""Wall-clock timing of training steps: synchronized, warm-up excluded, summarised robustly."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+
+def sync(device: torch.device) -> None:
+    """Wait for queued device work so a clock reading means what it says."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass
+class StepTimer:
+    """Times each training step on this rank; the first ``warmup`` steps are not kept."""
+
+    device: torch.device
+    warmup: int = 5
+    durations: list[float] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    _seen: int = 0
+    _t0: float = 0.0
+
+    def start(self) -> None:
+        sync(self.device)
+        self._t0 = time.perf_counter()
+
+    def stop(self, step: int) -> float:
+        sync(self.device)
+        elapsed = time.perf_counter() - self._t0
+        self._seen += 1
+        if self._seen > self.warmup:
+            self.durations.append(elapsed)
+            self.steps.append(step)
+        return elapsed
+
+
+def median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def percentile(xs: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in [0, 100])."""
+    if not xs:
+        return None
+    ordered = sorted(xs)
+    k = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[k]
+
+
+def sample_indices(n: int, limit: int) -> list[int]:
+    """At most ``limit`` evenly spaced indices into a sequence of length ``n``."""
+    if n <= limit:
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (limit - 1)) for i in range(limit)})

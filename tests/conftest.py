@@ -1,0 +1,62 @@
+"""Shared fixtures: a private data cache, small datasets, and a CLI runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = ["workload.num_samples=2000"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def data_cache(tmp_path_factory) -> Path:
+    """Keep generated datasets out of the user's cache; shared by the whole test session."""
+    cache = tmp_path_factory.mktemp("cache")
+    os.environ["DPSUITE_CACHE_DIR"] = str(cache)
+    return cache
+
+
+@pytest.fixture
+def dpsuite(tmp_path):
+    """Run `dpsuite ...` in this process (same code path as the console script)."""
+    from suite.cli import main
+
+    def run(*args: str) -> int:
+        return main([*args])
+
+    return run
+
+
+def run_subprocess(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run `python -m suite ...` as a user would, in a fresh interpreter."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "suite", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env=env,
+    )
+
+
+def only_run(results_dir: Path) -> Path:
+    runs = [p.parent for p in results_dir.rglob("run.json")]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def read_run(run_dir: Path) -> dict:
+    return json.loads((run_dir / "run.json").read_text())
+
+
+def read_params(run_dir: Path) -> dict[str, np.ndarray]:
+    with np.load(run_dir / "params.npz", allow_pickle=False) as f:
+        return {k: f[k] for k in f.files}

@@ -1,0 +1,70 @@
+"""Every bad input ends with one clear stderr line and a non-zero exit, before any work."""
+
+import pytest
+
+from suite import run_spec
+from suite.errors import UserError
+from suite.preflight import compose_config
+from tests.conftest import run_subprocess
+
+CASES = [
+    (["workload=resnet9000"], "unknown workload 'resnet9000'"),
+    (["lr_rule=cubic"], "unknown lr_rule 'cubic'"),
+    (["workers=0"], "workers must be an integer >= 1"),
+    (["workers=-2"], "workers must be an integer >= 1"),
+    (["batch.per_worker=0"], "batch.per_worker must be an integer >= 1"),
+    (["workers=3", "batch.global=64"], "batch.global=64 is not divisible by workers=3"),
+    (["device=cuda"], "device=cuda but no CUDA device is available"),
+    (["workload.base_lr=0"], "workload.base_lr must be > 0"),
+    (["workload.base_lr=-0.1"], "workload.base_lr must be > 0"),
+    (["train.epochs=0"], "train.epochs must be an integer >= 1"),
+    (["mode=async"], "mode must be one of"),
+    (["backend=nccl"], "backend=nccl needs device=cuda"),
+    (["schedule.name=exp"], "schedule.name must be one of"),
+    (["nosuchkey=1"], "Could not override 'nosuchkey'"),
+    (["workload.num_samples=10"], "num_samples must be at least 100"),
+]
+
+
+@pytest.mark.parametrize("overrides,message", CASES, ids=lambda v: str(v))
+def test_bad_input_one_line(dpsuite, tmp_path, capsys, overrides, message):
+    out = tmp_path / "res"
+    assert dpsuite("run", *overrides, f"results_dir={out}") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0, err
+    assert err.startswith("dpsuite: error: ") and message in err
+    assert not out.exists() or not any(out.iterdir()), "no work may start"
+
+
+def test_unwritable_results_dir(dpsuite, tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert dpsuite("run", f"results_dir={blocker}/sub") == 2
+    err = capsys.readouterr().err.strip()
+    assert "is not writable" in err and err.count("\n") == 0
+
+
+def test_bad_point_in_a_sweep_is_caught_before_the_first_run(dpsuite, tmp_path, capsys):
+    out = tmp_path / "res"
+    assert dpsuite("run", "-m", "workers=1,0", f"results_dir={out}") == 2
+    assert "workers must be an integer >= 1" in capsys.readouterr().err
+    assert not list(out.rglob("run.json"))
+
+
+def test_more_workers_than_gpus(monkeypatch):
+    monkeypatch.setattr(run_spec, "_cuda_count", lambda: 2)
+    cfg = compose_config(["device=cuda", "workers=4"])
+    with pytest.raises(UserError, match="workers=4 but only 2 CUDA device"):
+        run_spec.resolve(cfg)
+
+
+def test_unknown_command(dpsuite, capsys):
+    assert dpsuite("frobnicate") == 2
+    assert "unknown command 'frobnicate'" in capsys.readouterr().err
+
+
+def test_console_exit_code_and_single_line(tmp_path):
+    proc = run_subprocess("run", "workers=0", f"results_dir={tmp_path}")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "dpsuite: error: workers must be an integer >= 1, got 0"
+    assert "Traceback" not in proc.stderr + proc.stdout

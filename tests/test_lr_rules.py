@@ -1,0 +1,84 @@
+import math
+
+import pytest
+
+from suite.lr_rules import LRPlan, peak_lr, schedule_factor
+
+
+def plan(rule: str, batch: int, **kw) -> LRPlan:
+    args = dict(
+        rule=rule,
+        base_lr=0.1,
+        base_batch=32,
+        global_batch=batch,
+        steps_per_epoch=100,
+        total_steps=1000,
+        schedule="constant",
+    )
+    args.update(kw)
+    return LRPlan(**args)
+
+
+@pytest.mark.parametrize(
+    "rule,batch,expected",
+    [
+        ("naive", 1024, 0.1),
+        ("linear", 1024, 3.2),
+        ("linear_warmup", 256, 0.8),
+        ("sqrt", 512, 0.4),
+        ("sqrt", 32, 0.1),
+        ("linear", 16, 0.05),
+    ],
+)
+def test_peak_lr(rule, batch, expected):
+    assert peak_lr(rule, 0.1, 32, batch) == pytest.approx(expected)
+
+
+def test_unknown_rule():
+    with pytest.raises(ValueError, match="unknown lr_rule"):
+        peak_lr("cubic", 0.1, 32, 64)
+
+
+def test_linear_warmup_ramps_per_iteration_from_base_lr():
+    p = plan("linear_warmup", 256, warmup_epochs=2)  # 200 warmup steps, 0.1 -> 0.8
+    assert p.warmup_steps == 200
+    assert p.lr_at(0) == pytest.approx(0.1)
+    assert p.lr_at(100) == pytest.approx(0.45)
+    assert p.lr_at(199) == pytest.approx(0.1 + 0.7 * 199 / 200)
+    assert p.lr_at(200) == pytest.approx(0.8)
+    assert p.lr_at(999) == pytest.approx(0.8)
+    # strictly increasing, by a constant amount every iteration
+    deltas = {round(p.lr_at(s + 1) - p.lr_at(s), 12) for s in range(199)}
+    assert deltas == {round(0.7 / 200, 12)}
+
+
+def test_other_rules_have_no_warmup():
+    for rule in ("naive", "linear", "sqrt"):
+        assert plan(rule, 256, warmup_epochs=2).warmup_steps == 0
+
+
+def test_cosine_after_warmup():
+    p = plan("linear_warmup", 64, warmup_epochs=1, schedule="cosine")  # peak 0.2
+    assert p.lr_at(100) == pytest.approx(0.2)
+    assert p.lr_at(550) == pytest.approx(0.1)  # half-way through the 900 decay steps
+    assert p.lr_at(1000) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_cosine_without_warmup():
+    p = plan("sqrt", 128, schedule="cosine")  # peak 0.2
+    assert p.lr_at(0) == pytest.approx(0.2)
+    assert p.lr_at(250) == pytest.approx(0.2 * 0.5 * (1 + math.cos(math.pi / 4)))
+
+
+def test_step_schedule():
+    p = plan("linear", 64, schedule="step", milestones=(0.5, 0.75), gamma=0.1)
+    assert p.lr_at(499) == pytest.approx(0.2)
+    assert p.lr_at(500) == pytest.approx(0.02)
+    assert p.lr_at(750) == pytest.approx(0.002)
+
+
+def test_schedule_factor_bounds():
+    assert schedule_factor(-1, "cosine") == 1.0
+    assert schedule_factor(2, "cosine") == pytest.approx(0.0)
+    with pytest.raises(ValueError):
+        schedule_factor(0.5, "exponential")

@@ -1,0 +1,98 @@
+import json
+import os
+import socket
+
+import pandas as pd
+import pytest
+
+from suite import results
+
+
+def record(run_id: str, status: str = "complete", **extra) -> dict:
+    return {
+        "run_id": run_id,
+        "status": status,
+        "workload": "mnist1d_mlp",
+        "workers": 2,
+        "metrics": {"samples_per_s": 10.0, "final_eval_acc": 0.9},
+        "hardware": {"tag": "box", "cpu": "x"},
+        "config": {"a": 1},
+        **extra,
+    }
+
+
+def test_writer_lifecycle(tmp_path):
+    w = results.RunWriter(tmp_path / "r1")
+    w.start({"run_id": "r1", "workload": "w"})
+    assert results.read_json(w.run_json)["status"] == "running"
+    w.append_epoch({"epoch": 1, "step": 10, "eval_acc": 0.5})
+    w.append_epoch({"epoch": 2, "step": 20, "eval_acc": 0.6})
+    w.finish("complete", metrics={"x": float("nan")})
+    rec = results.read_json(w.run_json)
+    assert rec["status"] == "complete" and rec["metrics"]["x"] is None  # strict JSON
+    assert list(results.load_epochs(w.dir)["step"]) == [10, 20]
+    assert oct(os.stat(w.run_json).st_mode & 0o777) == "0o644"
+    assert not [p for p in w.dir.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_load_flattens_and_skips_corrupt(tmp_path):
+    results.write_json_atomic(tmp_path / "a" / "run.json", record("a"))
+    results.write_json_atomic(tmp_path / "b" / "run.json", record("b", status="diverged"))
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "run.json").write_text('{"run_id": "c", "sta')  # truncated
+    with pytest.warns(UserWarning, match="c/run.json"):
+        frame = results.load(tmp_path)
+    assert sorted(frame["run_id"]) == ["a", "b"]
+    assert {"samples_per_s", "final_eval_acc", "hardware.tag"} <= set(frame.columns)
+    assert "config" not in frame.columns
+    assert isinstance(frame, pd.DataFrame)
+
+
+def test_stale_running_reads_as_failed(tmp_path):
+    dead_pid = 2**22 + 12345  # above the default pid_max: no such process
+    results.write_json_atomic(
+        tmp_path / "x" / "run.json",
+        record("x", status="running", pid=dead_pid, host=socket.gethostname()),
+    )
+    results.write_json_atomic(
+        tmp_path / "y" / "run.json",
+        record("y", status="running", pid=os.getpid(), host=socket.gethostname()),
+    )
+    frame = results.load(tmp_path).set_index("run_id")
+    assert frame.loc["x", "status"] == "failed"
+    assert frame.loc["y", "status"] == "running"
+    assert results.load(tmp_path, include_incomplete=False).empty
+
+
+def test_load_missing_dir(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        results.load(tmp_path / "nope")
+
+
+def test_run_id_is_stable_and_config_sensitive():
+    s = {
+        "workload": "w",
+        "mode": "ddp",
+        "workers": 2,
+        "global_batch": 64,
+        "lr_rule": "naive",
+        "seed": 0,
+    }
+    a = results.make_run_id(s, {"x": 1, "y": [1, 2]})
+    assert a == results.make_run_id(s, {"y": [1, 2], "x": 1})
+    assert a != results.make_run_id(s, {"x": 2, "y": [1, 2]})
+    assert a.startswith("w-ddp-w2-b64-naive-s0-")
+
+
+def test_atomic_write_never_leaves_a_torn_file(tmp_path, monkeypatch):
+    path = tmp_path / "run.json"
+    results.write_json_atomic(path, {"run_id": "ok"})
+
+    def boom(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(json, "dump", boom)
+    with pytest.raises(OSError):
+        results.write_json_atomic(path, {"run_id": "new"})
+    assert results.read_json(path) == {"run_id": "ok"}
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]

@@ -1,0 +1,146 @@
+"""`dpsuite run` end to end: real worker processes, results contract, rerun skipping."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from suite import results
+from tests.conftest import SMALL, only_run, read_run, run_subprocess
+
+pytestmark = pytest.mark.multiproc
+
+CONTRACT_KEYS = {
+    "schema_version",
+    "run_id",
+    "status",
+    "error",
+    "config",
+    "workload",
+    "mode",
+    "workers",
+    "per_worker_batch",
+    "global_batch",
+    "lr_rule",
+    "base_lr",
+    "base_batch",
+    "peak_lr",
+    "warmup_epochs",
+    "epochs",
+    "seed",
+    "hardware",
+    "started_at",
+    "finished_at",
+    "metrics",
+}
+HARDWARE_KEYS = {
+    "tag",
+    "hostname",
+    "cpu",
+    "cpu_count",
+    "accelerator",
+    "accelerator_count",
+    "backend",
+    "torch",
+    "cuda",
+    "nccl",
+    "python",
+    "threads_per_worker",
+}
+METRIC_KEYS = {
+    "samples_per_s",
+    "samples_per_s_per_worker",
+    "step_time_s",
+    "compute_time_s",
+    "comm_time_s",
+    "exposed_comm_s",
+    "comm_fraction",
+    "steps",
+    "final_train_loss",
+    "final_eval_loss",
+    "final_eval_acc",
+    "best_eval_acc",
+    "steps_to_target",
+    "epochs_to_target",
+    "grad_noise_scale",
+}
+
+
+def test_two_worker_run_writes_the_contract_and_is_skipped_on_rerun(tmp_path):
+    args = [
+        "run",
+        *SMALL,
+        "workers=2",
+        "train.epochs=2",
+        "hardware.tag=ci",
+        f"results_dir={tmp_path}",
+    ]
+    proc = run_subprocess(*args)
+    assert proc.returncode == 0, proc.stderr
+    run = only_run(tmp_path)
+    rec = read_run(run)
+    assert rec.keys() >= CONTRACT_KEYS
+    assert rec["hardware"].keys() >= HARDWARE_KEYS
+    assert rec["metrics"].keys() >= METRIC_KEYS
+    assert rec["status"] == "complete" and rec["error"] is None
+    assert (
+        rec["workers"] == 2 and rec["global_batch"] == 64 and rec["peak_lr"] == pytest.approx(0.2)
+    )
+    assert rec["hardware"]["backend"] == "gloo" and rec["hardware"]["tag"] == "ci"
+    assert rec["threads_per_worker"] >= 1
+    assert rec["config"]["workers"] == 2 and "hydra" not in rec["config"]
+    m = rec["metrics"]
+    assert m["samples_per_s"] > 0 and m["step_time_s"] > 0
+    assert m["steps"] == 2 * (1600 // 64)
+    assert 0.1 < m["final_eval_acc"] <= 1
+
+    epochs = pd.read_csv(run / "epochs.csv")
+    assert list(epochs.columns) == results.EPOCH_COLUMNS
+    assert list(epochs["epoch"]) == [0, 1, 2]
+    assert math.isnan(epochs["train_loss"][0]) and epochs["train_loss"][1:].notna().all()
+    steps = pd.read_csv(run / "steps.csv")
+    assert list(steps.columns) == results.STEP_COLUMNS and (steps["step_time_s"] > 0).all()
+
+    again = run_subprocess(*args)
+    assert again.returncode == 0
+    assert "already complete" in again.stdout and "skipped" in again.stdout
+    assert read_run(run)["started_at"] == rec["started_at"]
+
+    forced = run_subprocess(*args, "force=true")
+    assert forced.returncode == 0 and "already complete" not in forced.stdout
+
+
+def test_lr_per_epoch_is_recorded(dpsuite, tmp_path):
+    assert (
+        dpsuite(
+            "run",
+            *SMALL,
+            "lr_rule=linear_warmup",
+            "batch.per_worker=128",
+            "train.epochs=3",
+            "lr_rule.warmup_epochs=1",
+            "schedule.name=constant",
+            f"results_dir={tmp_path}",
+        )
+        == 0
+    )
+    epochs = pd.read_csv(only_run(tmp_path) / "epochs.csv")
+    # base 0.1 at batch 32 -> peak 0.4 at 128, reached after one epoch of warmup
+    assert epochs["lr"].iloc[0] == pytest.approx(0.1)
+    assert epochs["lr"].iloc[-1] == pytest.approx(0.4)
+
+
+def test_divergence_is_a_result(dpsuite, tmp_path):
+    code = dpsuite(
+        "run",
+        *SMALL,
+        "lr_rule=linear",
+        "batch.per_worker=512",
+        "workload.base_lr=50",
+        "train.epochs=3",
+        f"results_dir={tmp_path}",
+    )
+    assert code == 0
+    rec = read_run(only_run(tmp_path))
+    assert rec["status"] == "diverged" and "non-finite" in rec["error"]
+    assert (only_run(tmp_path) / "epochs.csv").exists()

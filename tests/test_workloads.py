@@ -1,0 +1,59 @@
+import random
+
+import numpy as np
+import pytest
+import torch
+
+import workloads
+from suite.sharding import all_worker_batches, worker_batches
+from workloads.mnist_1d import cache_path, generation_args, load_or_generate
+
+
+def test_generation_leaves_global_rng_alone(tmp_path):
+    random.seed(7)
+    np.random.seed(7)
+    expect_py, expect_np = random.random(), np.random.rand()
+    random.seed(7)
+    np.random.seed(7)
+    load_or_generate(tmp_path, 500, 42)
+    assert random.random() == expect_py and np.random.rand() == expect_np
+
+
+def test_cache_is_keyed_by_arguments_and_reused(tmp_path):
+    a = load_or_generate(tmp_path, 500, 1)
+    path = cache_path(tmp_path, generation_args(500, 1))
+    assert path.exists()
+    mtime = path.stat().st_mtime_ns
+    b = load_or_generate(tmp_path, 500, 1)
+    assert path.stat().st_mtime_ns == mtime
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    c = load_or_generate(tmp_path, 500, 2)
+    assert not np.array_equal(a["x"], c["x"])
+    assert a["x"].shape == (400, 40) and a["x_test"].shape == (100, 40)
+
+
+@pytest.mark.parametrize("name", ["mnist1d_mlp", "mnist1d_cnn"])
+def test_models_map_signals_to_ten_classes(name, tmp_path):
+    w = workloads.get_workload(name, cache_dir=tmp_path, num_samples=500)
+    data = w.load_data()
+    out = w.build_model()(data.train_x[:8])
+    assert out.shape == (8, 10)
+    assert w.loss(out, data.train_y[:8]).ndim == 0
+    correct, n = w.correct(out, data.train_y[:8])
+    assert n == 8 and 0 <= int(correct) <= 8
+
+
+def test_unknown_workload():
+    with pytest.raises(KeyError, match="unknown workload"):
+        workloads.get_workload("nope")
+
+
+@pytest.mark.parametrize("n,world,b", [(1000, 2, 16), (1003, 4, 8), (777, 3, 5)])
+def test_shards_union_is_the_one_worker_batch(n, world, b):
+    one = worker_batches(n, 1, 0, world * b, seed=5, epoch=2)
+    many = all_worker_batches(n, world, b, seed=5, epoch=2)
+    assert len(one) == len(many) == n // (world * b)
+    for big, parts in zip(one, many, strict=True):
+        assert torch.equal(torch.sort(big).values, torch.sort(torch.cat(parts)).values)
+    # a new epoch is a new shuffle
+    assert not torch.equal(one[0], worker_batches(n, 1, 0, world * b, seed=5, epoch=3)[0])
