@@ -228,3 +228,61 @@ def load_epochs(run_dir: str | Path) -> pd.DataFrame:
     if not file.exists():
         return pd.DataFrame(columns=EPOCH_COLUMNS)
     return pd.read_csv(file)
+
+
+# ---- all-reduce microbenchmark results (`dpsuite comm-bench`) -------------------------------
+# RESULTS_DIR/comm_bench/<bench_id>/comm_bench.json holds the metadata (hardware fingerprint,
+# world_size, backend, dtype, warmup, iters, ...) and comm_bench.csv one row per message size.
+COMM_BENCH_JSON = "comm_bench.json"
+COMM_BENCH_CSV = "comm_bench.csv"
+COMM_BENCH_COLUMNS = [
+    "size_bytes",
+    "count",
+    "dtype",
+    "time_us",
+    "algbw_GBps",
+    "busbw_GBps",
+    "errors",
+]
+
+
+def write_comm_bench(
+    bench_dir: Path, meta: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
+) -> None:
+    """Write one comm-bench result: the CSV first, then the JSON that marks it complete."""
+    bench_dir = Path(bench_dir)
+    bench_dir.mkdir(parents=True, exist_ok=True)
+    csv_path = bench_dir / COMM_BENCH_CSV
+    csv_path.unlink(missing_ok=True)
+    append_csv(csv_path, COMM_BENCH_COLUMNS, rows)
+    write_json_atomic(bench_dir / COMM_BENCH_JSON, {"schema_version": SCHEMA_VERSION, **meta})
+
+
+def load_comm_bench(path: str | Path) -> pd.DataFrame:
+    """Every comm-bench result below ``path``: one row per (bench, message size).
+
+    Columns: the CSV's, plus ``bench_id, world_size, backend, bench_dir`` and ``hardware.*``.
+    Unreadable files are skipped with a warning naming the file.
+    """
+    frames = []
+    for meta_file in sorted(Path(path).rglob(COMM_BENCH_JSON)):
+        csv_file = meta_file.parent / COMM_BENCH_CSV
+        try:
+            meta = read_json(meta_file)
+            frame = pd.read_csv(csv_file)
+            missing = set(COMM_BENCH_COLUMNS) - set(frame.columns)
+            if missing:
+                raise ValueError(f"missing columns {sorted(missing)}")
+        except (OSError, ValueError, pd.errors.ParserError) as exc:
+            warnings.warn(
+                f"skipping unreadable comm-bench result {meta_file.parent}: {exc}", stacklevel=2
+            )
+            continue
+        frame["bench_id"] = meta.get("bench_id", meta_file.parent.name)
+        frame["world_size"] = meta.get("world_size")
+        frame["backend"] = meta.get("backend")
+        frame["bench_dir"] = str(meta_file.parent)
+        for key, value in (meta.get("hardware") or {}).items():
+            frame[f"hardware.{key}"] = value
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -96,3 +96,27 @@ def test_atomic_write_never_leaves_a_torn_file(tmp_path, monkeypatch):
         results.write_json_atomic(path, {"run_id": "new"})
     assert results.read_json(path) == {"run_id": "ok"}
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+
+
+def test_comm_bench_roundtrip_and_corrupt_file(tmp_path):
+    rows = [
+        {
+            "size_bytes": 1024,
+            "count": 256,
+            "dtype": "float32",
+            "time_us": 50.0,
+            "algbw_GBps": 0.02,
+            "busbw_GBps": 0.02,
+            "errors": 0,
+        }
+    ]
+    meta = {"bench_id": "b1", "world_size": 2, "backend": "gloo", "hardware": {"tag": "box"}}
+    results.write_comm_bench(tmp_path / "comm_bench" / "b1", meta, rows)
+    (tmp_path / "comm_bench" / "b2").mkdir()
+    (tmp_path / "comm_bench" / "b2" / "comm_bench.json").write_text("{}")
+    (tmp_path / "comm_bench" / "b2" / "comm_bench.csv").write_text("size_bytes\n1\n")
+    with pytest.warns(UserWarning, match="b2"):
+        frame = results.load_comm_bench(tmp_path)
+    assert list(frame["bench_id"]) == ["b1"]
+    assert frame.loc[0, "hardware.tag"] == "box" and frame.loc[0, "world_size"] == 2
+    assert results.load(tmp_path).empty  # comm-bench results are not runs
