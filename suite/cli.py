@@ -13,6 +13,7 @@ commands:
   run [-m] [OVERRIDES...]   one run, or with -m a Hydra multirun sweep
                             e.g. dpsuite run workload=mnist1d_mlp workers=2 lr_rule=linear_warmup
   demo                      a small run on this machine, with its summary
+  predict [RESULTS_DIR]     fit the scaling model and predict up to thousands of workers
   --help                    this text; `dpsuite run --help` shows the config and its groups
 """
 MULTIRUN_FLAGS = ("-m", "--multirun")
@@ -39,13 +40,77 @@ def _run(args: list[str]) -> int:
     return 1 if any(s in ("failed", "invalid") for s in statuses) else 0
 
 
+def _predict(args: list[str]) -> int:
+    import argparse
+    from pathlib import Path
+
+    from suite import predict, results
+
+    parser = argparse.ArgumentParser(
+        prog="dpsuite predict",
+        description="Fit the scaling model to measured results (or take a hardware profile by "
+        "hand) and predict step time, throughput and efficiency up to --max-workers.",
+    )
+    parser.add_argument("results_dir", nargs="?", help="results tree with runs and comm-bench")
+    parser.add_argument("--batch", type=int, default=32, help="per-worker batch to predict at")
+    parser.add_argument("--max-workers", type=int, default=4096)
+    parser.add_argument("--out", help="write predictions.csv, validation.csv, models.csv here")
+    hand = parser.add_argument_group("hardware profile by hand (instead of results_dir)")
+    hand.add_argument("--params", type=float, help="model parameters")
+    hand.add_argument("--flops-per-sample", type=float, help="default: 6 x params")
+    hand.add_argument("--tflops", type=float, help="accelerator peak TFLOP/s")
+    hand.add_argument("--mfu", type=float, default=0.4, help="fraction of peak achieved")
+    hand.add_argument("--link-gbps", type=float, help="per-rank link bandwidth, Gbit/s")
+    hand.add_argument("--latency-us", type=float, default=5.0, help="per-hop latency, us")
+    a = parser.parse_args(args)
+    if a.batch < 1 or a.max_workers < 1:
+        raise UserError("--batch and --max-workers must be >= 1")
+    workers = [w for w in predict.DEFAULT_WORKERS if w <= a.max_workers]
+    if a.results_dir is None:
+        if None in (a.params, a.tflops, a.link_gbps):
+            raise UserError("give a results directory, or --params, --tflops and --link-gbps")
+        if min(a.params, a.tflops, a.link_gbps, a.mfu) <= 0 or a.latency_us < 0:
+            raise UserError("profile values must be positive")
+        model = predict.from_profile(
+            a.params, a.flops_per_sample, a.tflops, a.mfu, a.link_gbps, a.latency_us
+        )
+        fit = predict.Fit("profile", "by hand", model, pd_empty())
+        print(predict.format_fit(fit, a.batch, workers))
+        if a.out:
+            predict.write_fits([fit], a.out, a.batch, workers)
+        return 0
+    if not Path(a.results_dir).is_dir():
+        raise UserError(f"results directory not found: {a.results_dir}")
+    runs, bench = results.load(a.results_dir), results.load_comm_bench(a.results_dir)
+    fits, skipped = predict.fit_all(runs, bench)
+    for reason in skipped:
+        print(f"skipped {reason}", file=sys.stderr)
+    if not fits:
+        raise UserError(
+            f"nothing to fit in {a.results_dir}: need workers=1 runs and comm-bench results "
+            "of the same machine"
+        )
+    for fit in fits:
+        print(predict.format_fit(fit, a.batch, workers))
+    if a.out:
+        predict.write_fits(fits, a.out, a.batch, workers)
+        print(f"wrote {a.out}/predictions.csv, validation.csv, models.csv")
+    return 0
+
+
+def pd_empty():
+    import pandas as pd
+
+    return pd.DataFrame()
+
+
 def _demo(args: list[str]) -> int:
     from suite.demo import run_demo
 
     return run_demo(args)
 
 
-COMMANDS = {"run": _run, "demo": _demo}
+COMMANDS = {"run": _run, "demo": _demo, "predict": _predict}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
