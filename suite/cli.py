@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from suite.errors import UserError
@@ -113,8 +115,18 @@ def _demo(args: list[str]) -> int:
 COMMANDS = {"run": _run, "demo": _demo, "predict": _predict}
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an exception so that workers are stopped and results marked."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise Terminated()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0 if args else EXIT_BAD_INPUT
@@ -130,9 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"dpsuite: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("dpsuite: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        print(f"dpsuite: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return 143 if terminated else 130
 
 
 if __name__ == "__main__":

@@ -103,8 +103,23 @@ def test_hand_profile_bandwidth_bound_at_scale():
 
 def test_cli_profile_and_bad_input(dpsuite, tmp_path, capsys):
     out = tmp_path / "pred"
-    code = dpsuite("predict", "--params", "25.6e6", "--flops-per-sample", "12e9", "--tflops", "989",
-                   "--link-gbps", "400", "--batch", "256", "--max-workers", "512", "--out", str(out))
+    code = dpsuite(
+        "predict",
+        "--params",
+        "25.6e6",
+        "--flops-per-sample",
+        "12e9",
+        "--tflops",
+        "989",
+        "--link-gbps",
+        "400",
+        "--batch",
+        "256",
+        "--max-workers",
+        "512",
+        "--out",
+        str(out),
+    )
     assert code == 0
     pred = pd.read_csv(out / "predictions.csv")
     assert list(pred["workers"]) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
