@@ -230,6 +230,14 @@ def load_epochs(run_dir: str | Path) -> pd.DataFrame:
     return pd.read_csv(file)
 
 
+def load_steps(run_dir: str | Path) -> pd.DataFrame:
+    """One run's steps.csv (empty frame with the right columns when absent)."""
+    file = Path(run_dir) / "steps.csv"
+    if not file.exists():
+        return pd.DataFrame(columns=STEP_COLUMNS)
+    return pd.read_csv(file)
+
+
 # ---- all-reduce microbenchmark results (`dpsuite comm-bench`) -------------------------------
 # RESULTS_DIR/comm_bench/<bench_id>/comm_bench.json holds the metadata (hardware fingerprint,
 # world_size, backend, dtype, warmup, iters, ...) and comm_bench.csv one row per message size.
