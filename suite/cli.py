@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 import threading
@@ -14,6 +15,11 @@ USAGE = """usage: dpsuite COMMAND [ARGS...]
 commands:
   run [-m] [OVERRIDES...]   one run, or with -m a Hydra multirun sweep
                             e.g. dpsuite run workload=mnist1d_mlp workers=2 lr_rule=linear_warmup
+  report RESULTS_DIR [--out DIR]
+                            plots, findings and tables of a results tree (HTML + Markdown + PNG
+                            + CSV); default output: reports/<name of RESULTS_DIR>
+  compare DIR [DIR...] [--out DIR]
+                            several results trees side by side, grouped by machine
   demo                      a small run on this machine, with its summary
   predict [RESULTS_DIR]     fit the scaling model and predict up to thousands of workers
   --help                    this text; `dpsuite run --help` shows the config and its groups
@@ -43,12 +49,11 @@ def _run(args: list[str]) -> int:
 
 
 def _predict(args: list[str]) -> int:
-    import argparse
     from pathlib import Path
 
     from suite import predict, results
 
-    parser = argparse.ArgumentParser(
+    parser = ArgParser(
         prog="dpsuite predict",
         description="Fit the scaling model to measured results (or take a hardware profile by "
         "hand) and predict step time, throughput and efficiency up to --max-workers.",
@@ -112,7 +117,48 @@ def _demo(args: list[str]) -> int:
     return run_demo(args)
 
 
-COMMANDS = {"run": _run, "demo": _demo, "predict": _predict}
+class ArgParser(argparse.ArgumentParser):
+    """argparse for the non-Hydra commands; a usage error is one line, like every bad input."""
+
+    def error(self, message: str):
+        raise UserError(f"{self.prog}: {message} (see --help)")
+
+
+def _print_written(written) -> None:
+    for warning in written.warnings:
+        print(f"dpsuite: warning: {warning}", file=sys.stderr)
+    print(f"report written to {written.out / 'index.html'} (and index.md, summary.csv)")
+
+
+def _report(args: list[str]) -> int:
+    parser = ArgParser(prog="dpsuite report", description="Report of one results tree.")
+    parser.add_argument("results_dir", help="a results directory (any depth of run folders)")
+    parser.add_argument("--out", help="output directory (default: reports/<name of RESULTS_DIR>)")
+    ns = parser.parse_args(args)
+    from suite.report.build import build_report
+
+    _print_written(build_report(ns.results_dir, ns.out))
+    return 0
+
+
+def _compare(args: list[str]) -> int:
+    parser = ArgParser(prog="dpsuite compare", description="Results trees side by side.")
+    parser.add_argument("dirs", nargs="+", metavar="DIR", help="results directories")
+    parser.add_argument("--out", help="output directory (default: reports/compare-A-vs-B)")
+    ns = parser.parse_args(args)
+    from suite.report.compare import build_compare
+
+    _print_written(build_compare(ns.dirs, ns.out))
+    return 0
+
+
+COMMANDS = {
+    "run": _run,
+    "report": _report,
+    "compare": _compare,
+    "predict": _predict,
+    "demo": _demo,
+}
 
 
 class Terminated(KeyboardInterrupt):
