@@ -5,11 +5,16 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import sys
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
 from torch import nn
 
 
@@ -81,6 +86,29 @@ def init_group(backend: str, ranks: Ranks, init_method: str, timeout_s: float) -
     )
 
 
+def spawn_local(
+    fn: Callable[..., None],
+    args: tuple,
+    nprocs: int,
+    threads_per_worker: int,
+    start_method: str = "spawn",
+) -> None:
+    """Start ``nprocs`` processes on this host as ``fn(local_rank, init_method, *args)``.
+
+    They rendezvous through a FileStore in a private temporary directory. Raises what
+    ``torch.multiprocessing.start_processes`` raises when a worker fails.
+    """
+    # Each child picks the thread count up at import; set it before they start.
+    os.environ["OMP_NUM_THREADS"] = str(threads_per_worker)
+    if sys.platform.startswith("linux"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # all ranks are on this host
+    with tempfile.TemporaryDirectory(prefix="dpsuite-store-") as tmp:
+        init_method = Path(tmp, "store").as_uri()
+        mp.start_processes(
+            fn, args=(init_method, *args), nprocs=nprocs, start_method=start_method, join=True
+        )
+
+
 def active() -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
@@ -89,7 +117,7 @@ def parameter_digest(model: nn.Module) -> str:
     """SHA-256 over the exact bytes of every parameter and buffer."""
     h = hashlib.sha256()
     for t in list(model.parameters()) + list(model.buffers()):
-        h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
 
 

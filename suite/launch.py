@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
-from pathlib import Path
 
 import torch
 import torch.multiprocessing as mp
@@ -94,34 +91,22 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
 
 
-def _spawned(local_rank: int, spec: RunSpec, init_method: str) -> None:
+def _spawned(local_rank: int, init_method: str, spec: RunSpec) -> None:
     ranks = Ranks(local_rank, spec.workers, local_rank, spec.workers)
     run_rank(spec, ranks, init_method)
 
 
 def spawn(spec: RunSpec, writer: RunWriter) -> str:
     """Start ``spec.workers`` processes on this host and wait for them."""
-    # Each child picks the thread count up at import; set it before they start.
-    os.environ["OMP_NUM_THREADS"] = str(spec.threads_per_worker)
-    if sys.platform.startswith("linux"):
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # all ranks are on this host
     spec.build_workload().load_data()  # generate/cache the data once, not once per rank
-    with tempfile.TemporaryDirectory(prefix="dpsuite-store-") as tmp:
-        init_method = Path(tmp, "store").as_uri()
-        try:
-            mp.start_processes(
-                _spawned,
-                args=(spec, init_method),
-                nprocs=spec.workers,
-                start_method=spec.start_method,
-                join=True,
-            )
-        except mp.ProcessRaisedException as exc:
-            return after_failure(spec, writer, str(exc).strip().splitlines()[-1])
-        except mp.ProcessExitedException as exc:
-            return after_failure(
-                spec, writer, f"worker {exc.error_index} died (exit code {exc.exit_code})"
-            )
+    try:
+        dd.spawn_local(_spawned, (spec,), spec.workers, spec.threads_per_worker, spec.start_method)
+    except mp.ProcessRaisedException as exc:
+        return after_failure(spec, writer, str(exc).strip().splitlines()[-1])
+    except mp.ProcessExitedException as exc:
+        return after_failure(
+            spec, writer, f"worker {exc.error_index} died (exit code {exc.exit_code})"
+        )
     return read_status(spec.run_dir) or "failed"
 
 
