@@ -12,7 +12,9 @@ USAGE = """usage: dpsuite COMMAND [ARGS...]
 commands:
   run [-m] [OVERRIDES...]   one run, or with -m a Hydra multirun sweep
                             e.g. dpsuite run workload=mnist1d_mlp workers=2 lr_rule=linear_warmup
-  demo                      a small run on this machine, with its summary
+  sweep NAME [OVERRIDES...] a sweep preset from suite/conf/sweep/NAME.yaml (scaling, convergence,
+                            demo, ...); rerunning it resumes: complete runs are skipped
+  demo                      a small scaling + convergence sweep on this machine, then its report
   --help                    this text; `dpsuite run --help` shows the config and its groups
 """
 MULTIRUN_FLAGS = ("-m", "--multirun")
@@ -20,23 +22,31 @@ EXIT_BAD_INPUT = 2
 
 
 def _run(args: list[str]) -> int:
-    from suite import hydra_app, preflight
+    from suite import hydra_app, preflight, progress, sweep
 
     multirun = any(a in MULTIRUN_FLAGS for a in args)
-    if not any(a.startswith("-") and a not in MULTIRUN_FLAGS for a in args):
+    if any(a.startswith("-") and a not in MULTIRUN_FLAGS for a in args):
         # Hydra's own flags (--help, --cfg, ...) are passed through unchecked.
-        preflight.check_overrides([a for a in args if not a.startswith("-")], multirun)
+        hydra_app.run_hydra(args)
+        return 0
+    overrides = [a for a in args if a not in MULTIRUN_FLAGS]
+    if multirun:
+        return sweep.run_sweep(None, overrides)
+    preflight.check_overrides(overrides, multirun=False)
     hydra_app.OUTCOMES.clear()
-    argv, sys.argv = sys.argv, ["dpsuite", *args]
-    try:
-        hydra_app.hydra_main()
-    finally:
-        sys.argv = argv
+    with progress.activated(progress.for_terminal()):
+        hydra_app.run_hydra(overrides)
     statuses = [s for _, s in hydra_app.OUTCOMES]
-    if multirun and statuses:
-        counts = {s: statuses.count(s) for s in sorted(set(statuses))}
-        print("sweep finished: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     return 1 if any(s in ("failed", "invalid") for s in statuses) else 0
+
+
+def _sweep(args: list[str]) -> int:
+    from suite import sweep
+
+    if not args or args[0].startswith("-"):
+        names = ", ".join(sweep.preset_names())
+        raise UserError(f"usage: dpsuite sweep NAME [OVERRIDES...] (NAME: {names})")
+    return sweep.run_sweep(args[0], args[1:])
 
 
 def _demo(args: list[str]) -> int:
@@ -45,7 +55,7 @@ def _demo(args: list[str]) -> int:
     return run_demo(args)
 
 
-COMMANDS = {"run": _run, "demo": _demo}
+COMMANDS = {"run": _run, "sweep": _sweep, "demo": _demo}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from suite import data_memo, progress
 from suite import distributed as dd
 from suite.distributed import Ranks
 from suite.lr_rules import LRPlan
@@ -145,7 +146,7 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
 
     # ---- data: the same tensors on every rank; each rank indexes its own shard
     workload = spec.build_workload()
-    data = workload.load_data()
+    data = data_memo.load_data(workload)  # generated or read once per process, not per run
     dtype = torch.float64 if spec.precision == "fp64" else torch.float32
 
     def to_device(t: torch.Tensor) -> torch.Tensor:
@@ -206,6 +207,8 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
             eval_samples=data.num_eval,
         )
 
+    reporter = progress.current() if writer else progress.Reporter()
+    reporter.run_started(spec.run_id, total_steps, spe)
     log = EvalLog()
     tracker = LossTracker(device)
     timer = StepTimer(device, warmup=spec.timing_warmup_steps)
@@ -229,7 +232,7 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         if writer:
             writer.append_epoch(row)
             writer.update(progress={"step": step, "epoch": row["epoch"]})
-            print_progress(spec, row, total_steps / spe)
+            reporter.run_evaluated(row)
         return math.isfinite(eval_loss)
 
     if spec.eval_at_start:
@@ -254,9 +257,15 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         step += 1
 
         checkpoint = step % spec.check_every == 0 or step in evals
-        if checkpoint and not math.isfinite(tracker.sync()):
-            status, error = "diverged", f"non-finite training loss by step {step} (epoch {epoch})"
-            break
+        if checkpoint:
+            window_loss = tracker.sync()
+            reporter.run_step(step, window_loss)
+            if not math.isfinite(window_loss):
+                status, error = (
+                    "diverged",
+                    f"non-finite training loss by step {step} (epoch {epoch})",
+                )
+                break
         if step in evals and not record_eval(tracker.take_window()):
             status, error = "diverged", f"non-finite eval loss at step {step} (epoch {epoch})"
             break
@@ -325,13 +334,3 @@ def save_params(model: nn.Module, path) -> None:
     """Final parameters as a plain .npz (no pickle), for equivalence checks."""
     arrays = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
     np.savez(path, **arrays)
-
-
-def print_progress(spec: RunSpec, row: dict[str, Any], epochs: float) -> None:
-    print(
-        f"[{spec.run_id}] epoch {row['epoch']:.2f}/{epochs:g}  step {row['step']}"
-        f"  lr {row['lr']:.4g}  train_loss {row['train_loss']:.4f}"
-        f"  eval_loss {row['eval_loss']:.4f}  eval_acc {100 * row['eval_acc']:.2f}%"
-        f"  ({row['wall_s']:.1f}s)",
-        flush=True,
-    )
