@@ -43,6 +43,13 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def stress(session: nox.Session) -> None:
+    """Long reliability tests: back-to-back DDP runs, large sweeps (marked slow)."""
+    install_suite(session, "[dev,slurm]")
+    session.run("pytest", "-m", "slow", "-s", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff lint and format check."""
     session.install("ruff==0.17.6")  # pinned: formatting differs across releases

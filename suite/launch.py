@@ -97,16 +97,36 @@ def run_rank(
 
 
 def describe(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
 
 
 def _spawned(local_rank: int, spec: RunSpec, init_method: str) -> None:
+    die_with_parent()
     ranks = Ranks(local_rank, spec.workers, local_rank, spec.workers)
     run_rank(spec, ranks, init_method)
 
 
+def die_with_parent() -> None:
+    """Linux: have the kernel send SIGTERM to this worker if its launcher dies (even SIGKILL)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() == 1:  # the parent died before we asked
+        os._exit(1)
+
+
 def spawn(spec: RunSpec, writer: RunWriter) -> str:
-    """Start ``spec.workers`` processes on this host and wait for them."""
+    """Start ``spec.workers`` processes on this host and supervise them until they end.
+
+    A worker that dies or raises stops its siblings at once (they would otherwise wait in a
+    collective until the process-group timeout); an interrupt of the launcher stops them too.
+    """
     # Each child picks the thread count up at import; set it before they start.
     os.environ["OMP_NUM_THREADS"] = str(spec.threads_per_worker)
     if sys.platform.startswith("linux"):
@@ -114,21 +134,57 @@ def spawn(spec: RunSpec, writer: RunWriter) -> str:
     spec.build_workload().load_data()  # generate/cache the data once, not once per rank
     with tempfile.TemporaryDirectory(prefix="dpsuite-store-") as tmp:
         init_method = Path(tmp, "store").as_uri()
+        ctx = mp.start_processes(
+            _spawned,
+            args=(spec, init_method),
+            nprocs=spec.workers,
+            start_method=spec.start_method,
+            join=False,
+        )
         try:
-            mp.start_processes(
-                _spawned,
-                args=(spec, init_method),
-                nprocs=spec.workers,
-                start_method=spec.start_method,
-                join=True,
-            )
-        except mp.ProcessRaisedException as exc:
-            return after_failure(spec, writer, str(exc).strip().splitlines()[-1])
-        except mp.ProcessExitedException as exc:
-            return after_failure(
-                spec, writer, f"worker {exc.error_index} died (exit code {exc.exit_code})"
-            )
+            while not ctx.join(timeout=1.0, grace_period=STOP_GRACE_S):
+                pass
+        except (mp.ProcessRaisedException, mp.ProcessExitedException) as exc:
+            return after_failure(spec, writer, failure_reason(ctx.processes, exc))
+        except BaseException:
+            stop_workers(ctx.processes)
+            after_failure(spec, writer, "interrupted")
+            raise
     return read_status(spec.run_dir) or "failed"
+
+
+STOP_GRACE_S = 5.0
+
+
+def failure_reason(processes, exc: Exception) -> str:
+    """Name the root cause: a worker killed by a signal, else the first error raised."""
+    import signal
+
+    killed = [
+        (i, p.exitcode)
+        for i, p in enumerate(processes)
+        if p.exitcode is not None and p.exitcode < 0 and -p.exitcode != signal.SIGTERM
+    ]
+    raised = ""
+    if isinstance(exc, mp.ProcessRaisedException):
+        raised = f"rank {exc.error_index}: {str(exc).strip().splitlines()[-1][:200]}"
+    if not killed:
+        return raised or f"worker {exc.error_index} exited with code {exc.exit_code}"
+    i, code = killed[0]
+    reason = f"worker {i} died ({signal.Signals(-code).name})"
+    return f"{reason}; then {raised}" if raised else reason
+
+
+def stop_workers(processes) -> None:
+    """SIGTERM every live worker, then SIGKILL what is left after a grace period."""
+    for p in processes:
+        if p.is_alive():
+            p.terminate()
+    for p in processes:
+        p.join(STOP_GRACE_S)
+        if p.is_alive():
+            p.kill()
+            p.join()
 
 
 def after_failure(spec: RunSpec, writer: RunWriter, reason: str) -> str:
@@ -141,7 +197,7 @@ def after_failure(spec: RunSpec, writer: RunWriter, reason: str) -> str:
         )
         return status
     writer.record = read_json(writer.run_json)
-    if writer.record.get("status") == "running":
+    if writer.record.get("status") == "running" or "died" in reason:
         writer.finish("failed", error=reason)
     print(f"{spec.run_id}: failed: {writer.record.get('error') or reason}", file=sys.stderr)
     return "failed"

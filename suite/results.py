@@ -223,11 +223,30 @@ def load(path: str | Path, include_incomplete: bool = True) -> pd.DataFrame:
 
 
 def load_epochs(run_dir: str | Path) -> pd.DataFrame:
-    """One run's epochs.csv (empty frame with the right columns when absent)."""
-    file = Path(run_dir) / "epochs.csv"
+    """One run's epochs.csv (empty frame with the right columns when absent or unreadable)."""
+    return read_csv_checked(Path(run_dir) / "epochs.csv", EPOCH_COLUMNS)
+
+
+def load_steps(run_dir: str | Path) -> pd.DataFrame:
+    """One run's steps.csv (empty frame with the right columns when absent or unreadable)."""
+    return read_csv_checked(Path(run_dir) / "steps.csv", STEP_COLUMNS)
+
+
+def read_csv_checked(file: Path, columns: list[str]) -> pd.DataFrame:
+    """A results CSV; a missing file is empty, a corrupt one is empty with a warning naming it."""
     if not file.exists():
-        return pd.DataFrame(columns=EPOCH_COLUMNS)
-    return pd.read_csv(file)
+        return pd.DataFrame(columns=columns)
+    try:
+        frame = pd.read_csv(file)
+        missing = set(columns) - set(frame.columns)
+        if missing:
+            raise ValueError(f"missing columns {sorted(missing)}")
+        for col in columns:
+            frame[col] = pd.to_numeric(frame[col], errors="raise")
+    except (OSError, ValueError, TypeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        warnings.warn(f"skipping unreadable {file}: {exc}", stacklevel=2)
+        return pd.DataFrame(columns=columns)
+    return frame
 
 
 # ---- all-reduce microbenchmark results (`dpsuite comm-bench`) -------------------------------

@@ -54,6 +54,8 @@ class RunSpec:
     schedule: str
     milestones: tuple[float, ...]
     gamma: float
+    power: float
+    trust_coefficient: float
     seed: int
     precision: str
     device: str
@@ -235,8 +237,13 @@ def resolve(
     per_worker, global_batch = _batches(cfg, workers)
 
     ref = REGISTRY[w.name].reference
-    base_lr = _number(w.base_lr if w.base_lr is not None else ref.base_lr, "workload.base_lr")
-    _require(base_lr > 0, f"workload.base_lr must be > 0, got {base_lr}")
+    rule_lr = cfg.lr_rule.get("base_lr")  # a rule on its own LR scale (lars) carries its own
+    lr_key = "lr_rule.base_lr" if rule_lr is not None else "workload.base_lr"
+    base_lr = _number(
+        rule_lr if rule_lr is not None else (w.base_lr if w.base_lr is not None else ref.base_lr),
+        lr_key,
+    )
+    _require(base_lr > 0, f"{lr_key} must be > 0, got {base_lr}")
     base_batch = _positive_int(w.base_batch or ref.base_batch, "workload.base_batch")
     epochs = _positive_int(
         cfg.train.epochs if cfg.train.epochs is not None else (w.epochs or ref.epochs),
@@ -244,7 +251,7 @@ def resolve(
     )
     warmup_epochs = _number(cfg.lr_rule.get("warmup_epochs", 0) or 0, "lr_rule.warmup_epochs")
     _require(0 <= warmup_epochs <= epochs, f"lr_rule.warmup_epochs must be in [0, epochs={epochs}]")
-    schedule = cfg.schedule.name
+    schedule = cfg.lr_rule.get("schedule") or cfg.schedule.name
     _require(
         schedule in lr_rules.SCHEDULES,
         f"schedule.name must be one of {', '.join(lr_rules.SCHEDULES)}, got '{schedule}'",
@@ -312,7 +319,7 @@ def resolve(
         base_lr=base_lr,
         base_batch=base_batch,
         peak_lr=lr_rules.peak_lr(rule, base_lr, base_batch, global_batch),
-        warmup_epochs=warmup_epochs if rule == "linear_warmup" else 0.0,
+        warmup_epochs=warmup_epochs if rule in lr_rules.WARMUP_RULES else 0.0,
         epochs=epochs,
         target_acc=float(target),
         momentum=momentum,
@@ -321,6 +328,8 @@ def resolve(
         schedule=schedule,
         milestones=tuple(float(m) for m in cfg.schedule.milestones),
         gamma=_number(cfg.schedule.gamma, "schedule.gamma"),
+        power=_number(cfg.schedule.power, "schedule.power"),
+        trust_coefficient=_trust_coefficient(cfg),
         seed=_positive_int(cfg.seed, "seed", 0),
         precision=cfg.precision,
         device=device,
@@ -345,6 +354,12 @@ def resolve(
         run_id=make_run_id(summary, identity),
         config=container,
     )
+
+
+def _trust_coefficient(cfg: DictConfig) -> float:
+    eta = _number(cfg.lr_rule.get("trust_coefficient", 0.001), "lr_rule.trust_coefficient")
+    _require(eta > 0, f"lr_rule.trust_coefficient must be > 0, got {eta}")
+    return eta
 
 
 def _identity(container: dict[str, Any], workers: int, global_batch: int) -> dict[str, Any]:

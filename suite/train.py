@@ -19,6 +19,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from suite import data_memo, progress
 from suite import distributed as dd
 from suite.distributed import Ranks
+from suite.lars import LARS, lars_param_groups
 from suite.lr_rules import LRPlan
 from suite.results import RunWriter
 from suite.run_spec import RunSpec
@@ -112,6 +113,25 @@ def ddp_step(net, workload, x, y, idx: torch.Tensor) -> torch.Tensor:
     return loss.detach()
 
 
+def build_optimizer(spec: RunSpec, model: nn.Module) -> torch.optim.Optimizer:
+    """Momentum SGD, or LARS for the ``lars`` rule (the LR is set every step by the plan)."""
+    if spec.lr_rule == "lars":
+        groups = lars_param_groups(model, spec.weight_decay)
+        return LARS(
+            groups,
+            lr=spec.base_lr,
+            momentum=spec.momentum,
+            trust_coefficient=spec.trust_coefficient,
+        )
+    return torch.optim.SGD(
+        model.parameters(),
+        lr=spec.base_lr,
+        momentum=spec.momentum,
+        weight_decay=spec.weight_decay,
+        nesterov=spec.nesterov,
+    )
+
+
 def batches(spec: RunSpec, ranks: Ranks, num_train: int, total_steps: int):
     """Yield (epoch, indices) for every step; indices is a list of shards in simulated mode."""
     step, epoch = 0, 0
@@ -166,13 +186,7 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
             device_ids=[device.index] if device.type == "cuda" else None,
             bucket_cap_mb=spec.bucket_cap_mb,
         )
-    optimizer = torch.optim.SGD(
-        model.parameters(),
-        lr=spec.base_lr,
-        momentum=spec.momentum,
-        weight_decay=spec.weight_decay,
-        nesterov=spec.nesterov,
-    )
+    optimizer = build_optimizer(spec, model)
 
     # ---- schedule
     spe = steps_per_epoch(data.num_train, spec.global_batch)
@@ -194,6 +208,7 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         schedule=spec.schedule,
         milestones=spec.milestones,
         gamma=spec.gamma,
+        power=spec.power,
     )
     evals = eval_steps(spe, spec.epochs, spec.evals_per_epoch, total_steps)
     fused = spec.mode == "simulated" and not has_batch_dependent_layers(model)

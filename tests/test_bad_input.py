@@ -23,6 +23,8 @@ CASES = [
     (["schedule.name=exp"], "schedule.name must be one of"),
     (["nosuchkey=1"], "Could not override 'nosuchkey'"),
     (["workload.num_samples=10"], "num_samples must be at least 100"),
+    (["lr_rule=lars", "lr_rule.trust_coefficient=0"], "lr_rule.trust_coefficient must be > 0"),
+    (["lr_rule=lars", "lr_rule.base_lr=-1"], "lr_rule.base_lr must be > 0"),
 ]
 
 

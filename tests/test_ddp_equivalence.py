@@ -32,7 +32,7 @@ def max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
 
 @pytest.mark.parametrize(
     "workload,rule,per_worker",
-    [("mnist1d_mlp", "linear_warmup", 16), ("mnist1d_cnn", "sqrt", 24)],
+    [("mnist1d_mlp", "linear_warmup", 16), ("mnist1d_cnn", "sqrt", 24), ("mnist1d_mlp", "lars", 8)],
 )
 def test_two_workers_equal_one_worker_with_twice_the_batch(
     dpsuite, tmp_path, workload, rule, per_worker

@@ -82,3 +82,12 @@ def test_schedule_factor_bounds():
     assert schedule_factor(2, "cosine") == pytest.approx(0.0)
     with pytest.raises(ValueError):
         schedule_factor(0.5, "exponential")
+
+
+def test_lars_rule_warms_up_then_decays_polynomially():
+    p = plan("lars", 512, warmup_epochs=1, schedule="poly", power=2.0)  # peak 0.1 * 4
+    assert p.warmup_steps == 100
+    assert p.lr_at(0) == pytest.approx(0.1)
+    assert p.lr_at(100) == pytest.approx(0.4)
+    assert p.lr_at(550) == pytest.approx(0.4 * 0.25)  # (1 - 0.5) ** 2
+    assert p.lr_at(1000) == pytest.approx(0.0)

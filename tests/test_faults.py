@@ -1,0 +1,121 @@
+"""Faults during a run: a worker killed, the launcher interrupted. Nothing may hang or be lost."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, SMALL
+
+pytestmark = pytest.mark.multiproc
+
+LONG_RUN = [*SMALL, "workers=2", "train.epochs=100000", "train.evals_per_epoch=1"]
+
+
+def start(tmp_path: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "suite", "run", *LONG_RUN, f"results_dir={tmp_path}", *extra],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+    )
+
+
+def wait_until_training(tmp_path: Path, timeout: float = 120) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for csv in tmp_path.rglob("epochs.csv"):
+            if len(csv.read_text().splitlines()) >= 3:  # header, epoch 0, epoch 1
+                return csv.parent
+        time.sleep(0.2)
+    raise AssertionError("the run never started training")
+
+
+def children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def workers_of(pid: int) -> list[int]:
+    found = []
+    for child in children(pid):
+        try:
+            cmd = Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"spawn_main" in cmd:
+            found.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(")")[1].split()[0] == "Z")
+
+
+def test_killed_worker_fails_the_run_quickly_and_stops_its_sibling(tmp_path):
+    proc = start(tmp_path)
+    try:
+        run_dir = wait_until_training(tmp_path)
+        workers = workers_of(proc.pid)
+        assert len(workers) == 2, workers
+        t0 = time.monotonic()
+        os.kill(workers[1], signal.SIGKILL)
+        proc.wait(timeout=60)
+        detected_s = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    rec = json.loads((run_dir / "run.json").read_text())
+    assert rec["status"] == "failed"
+    assert rec["error"].startswith("worker 1 died (SIGKILL)"), rec["error"]
+    assert proc.returncode == 1
+    assert not any(alive(w) for w in workers), "the surviving worker must be stopped"
+    assert len((run_dir / "epochs.csv").read_text().splitlines()) >= 3, "measured epochs kept"
+    print(f"dead worker detected and run ended in {detected_s:.1f}s")
+
+
+def test_ctrl_c_stops_workers_marks_the_run_and_exits_130(tmp_path):
+    proc = start(tmp_path)
+    try:
+        run_dir = wait_until_training(tmp_path)
+        workers = workers_of(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130
+    assert not any(alive(w) for w in workers)
+    rec = json.loads((run_dir / "run.json").read_text())
+    assert rec["status"] == "failed" and rec["error"] == "interrupted"
+
+
+def test_sigterm_of_the_launcher_alone_leaves_no_orphans(tmp_path):
+    proc = start(tmp_path)
+    try:
+        run_dir = wait_until_training(tmp_path)
+        workers = workers_of(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 143
+    deadline = time.monotonic() + 30
+    while any(alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(w) for w in workers)
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
