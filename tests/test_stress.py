@@ -13,8 +13,14 @@ def test_twenty_back_to_back_two_worker_runs_all_complete(tmp_path):
     """Each run is a fresh launcher process, as a user would start it; none may fail at teardown."""
     statuses = []
     for seed in range(20):
-        proc = run_subprocess("run", *SMALL, "workers=2", "train.max_steps=40",
-                              f"seed={seed}", f"results_dir={tmp_path}")
+        proc = run_subprocess(
+            "run",
+            *SMALL,
+            "workers=2",
+            "train.max_steps=40",
+            f"seed={seed}",
+            f"results_dir={tmp_path}",
+        )
         assert "terminate called" not in proc.stderr, proc.stderr
         assert proc.returncode == 0, proc.stderr
         statuses.append(proc.returncode)
