@@ -146,9 +146,10 @@ def shutdown() -> None:
     can abort ("terminate called without an active exception"). The caller drops the DDP model
     and optimizer first; here we collect them, meet at a barrier and destroy the group.
     """
+    if not (dist.is_available() and dist.is_initialized()):
+        return  # nothing to leave; a full collection per run would slow in-process sweeps
     gc.collect()
-    if dist.is_available() and dist.is_initialized():
-        try:
-            dist.barrier()
-        finally:
-            dist.destroy_process_group()
+    try:
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()

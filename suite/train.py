@@ -32,17 +32,18 @@ class LossTracker:
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.pending = torch.zeros(2, dtype=torch.float64, device=device)
+        self.pending: list[torch.Tensor] = []  # this rank's losses since the last sync
         self.window_sum, self.window_n = 0.0, 0.0
 
     def add(self, loss: torch.Tensor) -> None:
-        self.pending[0] += loss.detach().to(torch.float64)
-        self.pending[1] += 1
+        # One cheap append per step (no arithmetic, no device sync); summed at the next sync.
+        self.pending.append(loss.detach())
 
     def sync(self) -> float:
         """All-reduce what is pending; returns its mean (NaN/Inf when the run diverged)."""
-        total, count = dd.all_reduce_sum(self.pending.tolist(), self.device)
-        self.pending.zero_()
+        local = torch.stack(self.pending).double().sum().item() if self.pending else 0.0
+        total, count = dd.all_reduce_sum([local, float(len(self.pending))], self.device)
+        self.pending.clear()
         self.window_sum += total
         self.window_n += count
         return total / count if count else 0.0
@@ -90,7 +91,7 @@ def evaluate(model, workload, x, y, ranks: Ranks, device, chunk: int = 4096) -> 
 def simulated_step(model, workload, x, y, shards: list[torch.Tensor], fused: bool) -> torch.Tensor:
     """One step's gradients for N virtual workers: the mean of their micro-batch gradients."""
     if fused:  # no batch-dependent layers: one pass over the union is the same computation
-        idx = torch.cat(shards)
+        idx = shards[0] if len(shards) == 1 else torch.cat(shards)
         loss = workload.loss(model(x[idx]), y[idx])
         loss.backward()
         return loss.detach()

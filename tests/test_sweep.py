@@ -30,7 +30,8 @@ def run_dirs(results_dir: Path) -> list[Path]:
 # ---- presets ----------------------------------------------------------------------------------
 
 
-def test_presets_expand_to_their_grids():
+def test_presets_expand_to_their_grids(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # checking a preset creates its (relative) results directory
     scaling = plan(["+sweep=scaling"], multirun=True).specs
     assert len(scaling) == 16
     assert {(s.workload, s.workers, s.per_worker_batch) for s in scaling} == {
@@ -47,13 +48,15 @@ def test_presets_expand_to_their_grids():
     assert {x.results_dir for x in conv} == {"results/convergence"}
 
 
-def test_command_line_replaces_a_preset_axis():
+def test_command_line_replaces_a_preset_axis(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
     specs = plan(["+sweep=convergence", "seed=0", "workers=1,64"], multirun=True).specs
     assert len(specs) == 2 * 4
     assert {s.seed for s in specs} == {0} and {s.global_batch for s in specs} == {32, 2048}
 
 
-def test_preset_run_ids_equal_the_same_plain_run():
+def test_preset_run_ids_equal_the_same_plain_run(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
     preset = {s.run_id for s in plan(["+sweep=convergence", "seed=0"], multirun=True).specs}
     plain = plan(
         [
@@ -237,3 +240,50 @@ def test_interrupted_and_killed_sweeps_resume_to_exactly_the_full_set(tmp_path, 
         assert list(epochs["step"]) == sorted(set(epochs["step"])) and len(epochs) == 13
         with np.load(d / "params.npz") as f:
             assert len(f.files) == 6
+
+
+@pytest.mark.slow
+def test_random_kills_then_resume_give_exactly_the_full_set(tmp_path, data_cache):
+    """Kill the whole process tree at random moments (DDP workers included), then finish."""
+    import random
+
+    out = tmp_path / "res"
+    sweep = [
+        "-m",
+        "suite",
+        "run",
+        "-m",
+        "workers=1,2",
+        "mode=ddp,simulated",
+        "seed=0,1",
+        "threads_per_worker=1",
+        "workload.num_samples=3000",
+        "train.epochs=3",
+        f"results_dir={out}",
+    ]
+    expected = {s.run_id for s in plan(sweep[4:], True).specs}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "DPSUITE_CACHE_DIR": str(data_cache)}
+    rng = random.Random(7)
+    for _ in range(6):
+        proc = subprocess.Popen(
+            [sys.executable, *sweep],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        time.sleep(rng.uniform(1.0, 12.0))
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        frame = results.load(out, include_incomplete=False) if out.exists() else None
+        if frame is not None and not frame.empty:
+            assert set(frame["status"]) == {"complete"}  # never a half-written result
+    final = subprocess.run(
+        [sys.executable, *sweep], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert final.returncode == 0, final.stdout + final.stderr
+    assert sorted(d.name for d in run_dirs(out)) == sorted(expected)
+    assert statuses(out) == ["complete"] * len(expected)
+    assert manifest(out)["state"] == "finished"
