@@ -264,6 +264,7 @@ def test_random_kills_then_resume_give_exactly_the_full_set(tmp_path, data_cache
     expected = {s.run_id for s in plan(sweep[4:], True).specs}
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "DPSUITE_CACHE_DIR": str(data_cache)}
     rng = random.Random(7)
+    kills = 0
     for _ in range(6):
         proc = subprocess.Popen(
             [sys.executable, *sweep],
@@ -276,10 +277,12 @@ def test_random_kills_then_resume_give_exactly_the_full_set(tmp_path, data_cache
         time.sleep(rng.uniform(1.0, 12.0))
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+            kills += 1
         proc.wait()
         frame = results.load(out, include_incomplete=False) if out.exists() else None
         if frame is not None and not frame.empty:
             assert set(frame["status"]) == {"complete"}  # never a half-written result
+    assert kills >= 3, "the sweep finished before most kills: make it longer"
     final = subprocess.run(
         [sys.executable, *sweep], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
     )
