@@ -50,6 +50,16 @@ def stress(session: nox.Session) -> None:
 
 
 @nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks (pytest-benchmark under tests/bench): e.g. sweep overhead vs a bare loop."""
+    install_suite(session, "[dev]")
+    # The project's pytest options skip benchmarks by default; here they are what runs.
+    session.run(
+        "pytest", "tests/bench", "-o", "addopts=", "--benchmark-only", "-s", *session.posargs
+    )
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff lint and format check."""
     session.install("ruff==0.17.6")  # pinned: formatting differs across releases
@@ -59,7 +69,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """The main job on a fresh machine."""
+    """The main job on a fresh machine: the `demo` sweeps (scaling, convergence), then a report."""
     install_suite(session)
     session.run("dpsuite", "demo", *session.posargs)
 

@@ -22,7 +22,9 @@ commands:
                             several results trees side by side, grouped by machine
   comm-bench [OPTIONS]      all-reduce microbenchmark (size, time, algbw, busbw, correctness)
                             e.g. dpsuite comm-bench --workers 2 --sizes 1K:64M --dtype fp32
-  demo                      a small run on this machine, with its summary
+  sweep NAME [OVERRIDES...] a sweep preset from suite/conf/sweep/NAME.yaml (scaling, convergence,
+                            demo, ...); rerunning it resumes: complete runs are skipped
+  demo                      a small scaling + convergence sweep on this machine, then its report
   predict [RESULTS_DIR]     fit the scaling model and predict up to thousands of workers
   --help                    this text; `dpsuite run --help` shows the config and its groups
 """
@@ -31,23 +33,31 @@ EXIT_BAD_INPUT = 2
 
 
 def _run(args: list[str]) -> int:
-    from suite import hydra_app, preflight
+    from suite import hydra_app, preflight, progress, sweep
 
     multirun = any(a in MULTIRUN_FLAGS for a in args)
-    if not any(a.startswith("-") and a not in MULTIRUN_FLAGS for a in args):
+    if any(a.startswith("-") and a not in MULTIRUN_FLAGS for a in args):
         # Hydra's own flags (--help, --cfg, ...) are passed through unchecked.
-        preflight.check_overrides([a for a in args if not a.startswith("-")], multirun)
+        hydra_app.run_hydra(args)
+        return 0
+    overrides = [a for a in args if a not in MULTIRUN_FLAGS]
+    if multirun:
+        return sweep.run_sweep(None, overrides)
+    preflight.check_overrides(overrides, multirun=False)
     hydra_app.OUTCOMES.clear()
-    argv, sys.argv = sys.argv, ["dpsuite", *args]
-    try:
-        hydra_app.hydra_main()
-    finally:
-        sys.argv = argv
+    with progress.activated(progress.for_terminal()):
+        hydra_app.run_hydra(overrides)
     statuses = [s for _, s in hydra_app.OUTCOMES]
-    if multirun and statuses:
-        counts = {s: statuses.count(s) for s in sorted(set(statuses))}
-        print("sweep finished: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     return 1 if any(s in ("failed", "invalid") for s in statuses) else 0
+
+
+def _sweep(args: list[str]) -> int:
+    from suite import sweep
+
+    if not args or args[0].startswith("-"):
+        names = ", ".join(sweep.preset_names())
+        raise UserError(f"usage: dpsuite sweep NAME [OVERRIDES...] (NAME: {names})")
+    return sweep.run_sweep(args[0], args[1:])
 
 
 def _predict(args: list[str]) -> int:
@@ -197,6 +207,7 @@ def _compare(args: list[str]) -> int:
 
 COMMANDS = {
     "run": _run,
+    "sweep": _sweep,
     "report": _report,
     "compare": _compare,
     "predict": _predict,

@@ -1,36 +1,74 @@
-"""`dpsuite demo`: the first thing to run on a new machine."""
+"""`dpsuite demo`: the first thing to run on a new machine.
+
+It runs the `demo` sweep preset (a small scaling sweep with real worker processes, then a small
+convergence sweep with simulated workers), prints what it found, and builds the report.
+"""
 
 from __future__ import annotations
 
-from suite import results
+import importlib.util
+import math
+from pathlib import Path
 
-DEMO_OVERRIDES = [
-    "workload=mnist1d_mlp",
-    "workload.num_samples=20000",
-    "workers=2",
-    "batch.per_worker=32",
-    "lr_rule=linear_warmup",
-    "train.epochs=3",
-    "results_dir=results/demo",
-]
+import pandas as pd
+
+from suite import results, sweep
+
+DEMO_PRESET = "demo"
+REPORTS_DIR = Path("reports")
 
 
 def run_demo(extra: list[str]) -> int:
-    """A small 2-worker DDP run, then its summary."""
-    from suite.cli import _run
-
-    code = _run([*DEMO_OVERRIDES, *extra])
-    frame = results.load("results/demo")
-    cols = [
-        "run_id",
-        "status",
-        "workers",
-        "global_batch",
-        "samples_per_s",
-        "step_time_s",
-        "final_eval_acc",
-        "wall_time_s",
-    ]
+    """Run the demo sweeps (resuming if they ran before), then summarise and report."""
+    code = sweep.run_sweep(DEMO_PRESET, extra)
+    results_dir = Path(sweep.composite_results_dir(DEMO_PRESET, extra))
     print()
-    print(frame[[c for c in cols if c in frame.columns]].to_string(index=False))
+    print(summary_tables(results_dir))
+    report = build_report_if_available(results_dir, REPORTS_DIR / results_dir.name)
+    if report is not None:
+        print(f"\nreport: {report}")
     return code
+
+
+def build_report_if_available(results_dir: Path, out_dir: Path) -> Path | None:
+    """Build the report of ``results_dir`` into ``out_dir``; None if reports are not installed."""
+    if importlib.util.find_spec("suite.report.build") is None:
+        return None
+    from suite.report.build import build_report
+
+    return Path(build_report(results_dir, out_dir).out)
+
+
+def _pct(x: object) -> str:
+    return f"{100 * x:.1f}" if isinstance(x, float) and math.isfinite(x) else "-"
+
+
+def summary_tables(results_dir: Path) -> str:
+    """Throughput by workers x batch, and final accuracy (%) by LR rule x global batch."""
+    frame = results.load(results_dir) if results_dir.is_dir() else pd.DataFrame()
+    if frame.empty:
+        return f"no results in {results_dir}"
+    out = []
+    ddp = frame[(frame["mode"] == "ddp") & (frame["status"] == "complete")]
+    if not ddp.empty:
+        table = ddp.pivot_table(
+            index="workers", columns="per_worker_batch", values="samples_per_s", aggfunc="median"
+        )
+        out += [
+            "samples/s by workers (rows) x per-worker batch (columns):",
+            table.round(0).to_string(),
+        ]
+    sim = frame[frame["mode"] == "simulated"]
+    if not sim.empty:
+        acc = sim.assign(
+            acc=[
+                _pct(a) if s == "complete" else s
+                for a, s in zip(sim["final_eval_acc"], sim["status"], strict=True)
+            ]
+        )
+        table = acc.pivot_table(
+            index="lr_rule", columns="global_batch", values="acc", aggfunc="first"
+        )
+        out += ["", "final eval accuracy % by LR rule (rows) x global batch (columns):"]
+        out.append(table.to_string())
+    return "\n".join(out)

@@ -30,7 +30,7 @@ class Ranks:
 
 
 def ranks_from_env() -> Ranks | None:
-    """The ranks given by torchrun/elastic or by srun, or None when we must start them ourselves."""
+    """The ranks given by torchrun, submitit or srun, or None when we must start them ourselves."""
     env = os.environ
     if "RANK" in env and "WORLD_SIZE" in env:
         world = int(env["WORLD_SIZE"])
@@ -40,6 +40,12 @@ def ranks_from_env() -> Ranks | None:
             int(env.get("LOCAL_RANK", 0)),
             int(env.get("LOCAL_WORLD_SIZE", world)),
         )
+    # A submitit job (SLURM or local) with several tasks: one task per rank.
+    if env.get("SUBMITIT_EXECUTOR") and _submitit_tasks() > 1:
+        import submitit
+
+        job = submitit.JobEnvironment()
+        return Ranks(job.global_rank, job.num_tasks, job.local_rank, job.num_tasks // job.num_nodes)
     # srun with several tasks; a single-task allocation still spawns its own workers.
     if int(env.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in env:
         return Ranks(
@@ -51,9 +57,22 @@ def ranks_from_env() -> Ranks | None:
     return None
 
 
-def slurm_master_env() -> None:
-    """Under srun, point the env:// rendezvous at the first node unless already set."""
+def _submitit_tasks() -> int:
     env = os.environ
+    if env.get("SUBMITIT_EXECUTOR") == "local":
+        return int(env.get("SUBMITIT_LOCAL_NTASKS", "1"))
+    return int(env.get("SLURM_NTASKS", "1"))
+
+
+def slurm_master_env() -> None:
+    """Under submitit or srun, point the env:// rendezvous at the first node unless already set."""
+    env = os.environ
+    if env.get("SUBMITIT_EXECUTOR") and "MASTER_ADDR" not in env:
+        from submitit.helpers import TorchDistributedEnvironment
+
+        # First node's hostname, a port derived from the job id, RANK, WORLD_SIZE, LOCAL_RANK.
+        TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
+        return
     if "SLURM_PROCID" not in env or "MASTER_ADDR" in env:
         return
     nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", "127.0.0.1")
@@ -224,9 +243,10 @@ def shutdown() -> None:
     can abort ("terminate called without an active exception"). The caller drops the DDP model
     and optimizer first; here we collect them, meet at a barrier and destroy the group.
     """
+    if not (dist.is_available() and dist.is_initialized()):
+        return  # nothing to leave; a full collection per run would slow in-process sweeps
     gc.collect()
-    if dist.is_available() and dist.is_initialized():
-        try:
-            dist.barrier()
-        finally:
-            dist.destroy_process_group()
+    try:
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import hydra
 from omegaconf import DictConfig
@@ -12,10 +13,13 @@ from suite.errors import UserError
 
 # Statuses of the jobs run by this process, for the CLI's exit code and summary.
 OUTCOMES: list[tuple[str, str]] = []
+# Called with (run_id, status) after each job of this process (the sweep's manifest).
+RUN_LISTENERS: list[Callable[[str, str], None]] = []
 
 
 def run_job(cfg: DictConfig) -> str:
     """Resolve, validate and launch one run; returns its final status."""
+    from suite import progress
     from suite.launch import launch
     from suite.run_spec import resolve
 
@@ -30,11 +34,28 @@ def run_job(cfg: DictConfig) -> str:
         print(f"dpsuite: error: {exc}", file=sys.stderr)
         OUTCOMES.append(("?", "invalid"))
         return "invalid"
-    status = launch(spec)
+    try:
+        status = launch(spec)
+    except Exception as exc:  # a joined rank's failure: record it, let the sweep go on
+        print(f"{spec.run_id}: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        status = "failed"
     OUTCOMES.append((spec.run_id, status))
+    if ranks is None or ranks.rank == 0:
+        progress.current().run_finished(spec.run_id, status)
+        for listener in RUN_LISTENERS:
+            listener(spec.run_id, status)
     return status
 
 
 @hydra.main(config_path="conf", config_name="config", version_base=None)
 def hydra_main(cfg: DictConfig) -> str:
     return run_job(cfg)
+
+
+def run_hydra(args: list[str]) -> None:
+    """Run the Hydra app with ``args`` as its command line (`dpsuite run ARGS`)."""
+    argv, sys.argv = sys.argv, ["dpsuite", *args]
+    try:
+        hydra_main()
+    finally:
+        sys.argv = argv

@@ -7,6 +7,7 @@ import sys
 import torch
 
 from suite import distributed as dd
+from suite import progress
 from suite.distributed import Ranks
 from suite.fingerprint import fingerprint
 from suite.results import RunWriter, read_json, read_status
@@ -37,9 +38,14 @@ def launch(spec: RunSpec) -> str:
         return SKIPPED
     writer = RunWriter(spec.run_dir)
     writer.start(base_record(spec, spec.workers))
-    if spec.workers == 1 or spec.mode == "simulated":
-        return run_rank(spec, Ranks(0, 1, 0, 1), init_method=None)
-    return spawn(spec, writer)
+    try:
+        if spec.workers == 1 or spec.mode == "simulated":
+            return run_rank(spec, Ranks(0, 1, 0, 1), init_method=None)
+        with progress.relay_from_children():
+            return spawn(spec, writer)
+    except Exception as exc:
+        # A failed run is a result of the sweep, not the end of it: record it and go on.
+        return after_failure(spec, writer, describe(exc))
 
 
 def join_existing(spec: RunSpec, ranks: Ranks) -> str:

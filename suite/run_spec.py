@@ -199,12 +199,16 @@ def _batches(cfg: DictConfig, workers: int) -> tuple[int, int]:
 
 
 def resolve(
-    cfg: DictConfig, world_size: int | None = None, local_world_size: int | None = None
+    cfg: DictConfig,
+    world_size: int | None = None,
+    local_world_size: int | None = None,
+    check_devices: bool = True,
 ) -> RunSpec:
     """Validate ``cfg`` and resolve every default. Raises UserError on bad input.
 
     ``world_size`` is given when the ranks already exist (torchrun, srun): it then decides the
-    number of workers, whatever ``workers`` says.
+    number of workers, whatever ``workers`` says. ``check_devices=False`` leaves device checks
+    to the machine the run will start on (a sweep submitted to a cluster from a login node).
     """
     from workloads import REGISTRY
 
@@ -268,10 +272,15 @@ def resolve(
     )
 
     local_workers = local_world_size or (1 if mode == "simulated" else workers)
-    device = resolve_device(cfg.device, local_workers, mode)
-    backend = resolve_backend(cfg.backend, device)
-    problem = unsupported(cfg.precision, device)
-    _require(problem is None, problem or "")
+    if check_devices:
+        device = resolve_device(cfg.device, local_workers, mode)
+        backend = resolve_backend(cfg.backend, device)
+        problem = unsupported(cfg.precision, device)
+        _require(problem is None, problem or "")
+    else:
+        _require(cfg.device in DEVICES, f"device must be one of {', '.join(DEVICES)}")
+        _require(cfg.backend in BACKENDS, f"backend must be one of {', '.join(BACKENDS)}")
+        device, backend = str(cfg.device), str(cfg.backend)
     bucket_cap_mb = _number(cfg.ddp.bucket_cap_mb, "ddp.bucket_cap_mb")
     _require(bucket_cap_mb > 0, f"ddp.bucket_cap_mb must be > 0, got {bucket_cap_mb}")
     procs_here = 1 if mode == "simulated" else local_workers

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from suite import data_memo, progress
 from suite import distributed as dd
 from suite.calibration import time_without_sync
 from suite.comm_timer import CommStep, CommTimer
@@ -34,17 +35,18 @@ class LossTracker:
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.pending = torch.zeros(2, dtype=torch.float64, device=device)
+        self.pending: list[torch.Tensor] = []  # this rank's losses since the last sync
         self.window_sum, self.window_n = 0.0, 0.0
 
     def add(self, loss: torch.Tensor) -> None:
-        self.pending[0] += loss.detach().to(torch.float64)
-        self.pending[1] += 1
+        # One cheap append per step (no arithmetic, no device sync); summed at the next sync.
+        self.pending.append(loss.detach())
 
     def sync(self) -> float:
         """All-reduce what is pending; returns its mean (NaN/Inf when the run diverged)."""
-        total, count = dd.all_reduce_sum(self.pending.tolist(), self.device)
-        self.pending.zero_()
+        local = torch.stack(self.pending).double().sum().item() if self.pending else 0.0
+        total, count = dd.all_reduce_sum([local, float(len(self.pending))], self.device)
+        self.pending.clear()
         self.window_sum += total
         self.window_n += count
         return total / count if count else 0.0
@@ -103,7 +105,8 @@ def simulated_step(
 ) -> torch.Tensor:
     """One step's gradients for N virtual workers: the mean of their micro-batch gradients."""
     if fused:  # no batch-dependent layers: one pass over the union is the same computation
-        loss = forward_loss(model, workload, x, y, torch.cat(shards), amp)
+        idx = shards[0] if len(shards) == 1 else torch.cat(shards)
+        loss = forward_loss(model, workload, x, y, idx, amp)
         amp.backward(loss)
         return loss.detach()
     total, rank0_buffers = 0.0, None
@@ -178,7 +181,7 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
 
     # ---- data: the same tensors on every rank; each rank indexes its own shard
     workload = spec.build_workload()
-    data = workload.load_data()
+    data = data_memo.load_data(workload)  # generated or read once per process, not per run
     amp = Precision.create(spec.precision, device)
     dtype = amp.param_dtype
 
@@ -249,6 +252,8 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
             eval_samples=data.num_eval,
         )
 
+    reporter = progress.current() if writer else progress.Reporter()
+    reporter.run_started(spec.run_id, total_steps, spe)
     log = EvalLog()
     tracker = LossTracker(device)
     timer = StepTimer(device, warmup=spec.timing_warmup_steps)
@@ -272,7 +277,7 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         if writer:
             writer.append_epoch(row)
             writer.update(progress={"step": step, "epoch": row["epoch"]})
-            print_progress(spec, row, total_steps / spe)
+            reporter.run_evaluated(row)
         return math.isfinite(eval_loss)
 
     if spec.eval_at_start:
@@ -317,9 +322,15 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         step += 1
 
         checkpoint = step % spec.check_every == 0 or step in evals
-        if checkpoint and not math.isfinite(tracker.sync()):
-            status, error = "diverged", f"non-finite training loss by step {step} (epoch {epoch})"
-            break
+        if checkpoint:
+            window_loss = tracker.sync()
+            reporter.run_step(step, window_loss)
+            if not math.isfinite(window_loss):
+                status, error = (
+                    "diverged",
+                    f"non-finite training loss by step {step} (epoch {epoch})",
+                )
+                break
         if step in evals and not record_eval(tracker.take_window()):
             status, error = "diverged", f"non-finite eval loss at step {step} (epoch {epoch})"
             break
@@ -433,13 +444,3 @@ def save_params(model: nn.Module, path) -> None:
     """Final parameters as a plain .npz (no pickle), for equivalence checks."""
     arrays = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
     np.savez(path, **arrays)
-
-
-def print_progress(spec: RunSpec, row: dict[str, Any], epochs: float) -> None:
-    print(
-        f"[{spec.run_id}] epoch {row['epoch']:.2f}/{epochs:g}  step {row['step']}"
-        f"  lr {row['lr']:.4g}  train_loss {row['train_loss']:.4f}"
-        f"  eval_loss {row['eval_loss']:.4f}  eval_acc {100 * row['eval_acc']:.2f}%"
-        f"  ({row['wall_s']:.1f}s)",
-        flush=True,
-    )

@@ -61,6 +61,15 @@ class Workload(ABC):
     def load_data(self) -> Data:
         """Train and eval data; generated or read from a local copy, never downloaded."""
 
+    def data_key(self) -> tuple:
+        """What identifies this workload's data: equal keys mean equal ``load_data()`` results.
+
+        The engine keeps datasets in memory by this key, so that the runs of a sweep in one
+        process generate or read each dataset once.
+        """
+        params = tuple(sorted((k, repr(v)) for k, v in self.params.items()))
+        return (self.name, params, str(self.cache_dir))
+
     def loss(self, output: Tensor, target: Tensor) -> Tensor:
         """Mean loss over the batch."""
         return nn.functional.cross_entropy(output, target)

@@ -87,6 +87,10 @@ class MNIST1DWorkload(Workload):
         self.num_samples = int(num_samples)
         self.data_seed = int(data_seed)
 
+    def data_key(self) -> tuple:
+        # The MLP and the CNN train on the same generated data.
+        return ("mnist1d", self.num_samples, self.data_seed)
+
     def load_data(self) -> Data:
         a = load_or_generate(self.cache_dir or DEFAULT_CACHE, self.num_samples, self.data_seed)
         return Data(

@@ -1,0 +1,32 @@
+"""Datasets kept in memory across the runs of one process (a sweep), keyed by what defines them.
+
+Workloads generate or read their data in ``load_data()``; a sweep of many short runs would do
+that once per run. Here the last few datasets stay in memory, keyed by ``Workload.data_key()``.
+The tensors are shared read-only: the training loop indexes them and never writes to them.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from workloads.base import Data, Workload
+
+KEEP = 2  # datasets kept; a sweep usually cycles through one or two
+_memo: OrderedDict[tuple, Data] = OrderedDict()
+
+
+def load_data(workload: Workload) -> Data:
+    """``workload.load_data()``, computed once per process for equal data keys."""
+    key = workload.data_key()
+    if key in _memo:
+        _memo.move_to_end(key)
+        return _memo[key]
+    data = workload.load_data()
+    _memo[key] = data
+    while len(_memo) > KEEP:
+        _memo.popitem(last=False)
+    return data
+
+
+def clear() -> None:
+    _memo.clear()

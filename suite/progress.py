@@ -1,0 +1,351 @@
+"""Progress of sweeps and runs: rich progress bars on a terminal, plain periodic lines in logs.
+
+The training loop (rank 0) and the sweep report events to ``current()``, a ``Reporter``:
+
+* ``sweep_started(label, total, done)`` once per sweep, ``run_finished(run_id, status)`` per run;
+* ``run_started(run_id, total_steps, steps_per_epoch)``, then ``run_step(step, train_loss)`` at
+  each loss check and ``run_evaluated(row)`` at each evaluation.
+
+Worker processes started by ``torch.multiprocessing`` do not share the parent's terminal display:
+``relay_from_children()`` makes their events come back to the parent over a local datagram
+socket, so a run on N spawned workers shows in the same progress bars as an in-process run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any, TextIO
+
+RELAY_ENV = "DPSUITE_PROGRESS_RELAY"
+STEP_LINE_INTERVAL_S = 30.0  # plain output: at most one line per interval between evaluations
+
+
+class Reporter:
+    """Receives progress events. This base class ignores them (used on ranks other than 0)."""
+
+    def sweep_started(self, label: str, total: int, done: int) -> None:
+        """A sweep of ``total`` runs starts; ``done`` of them are already complete."""
+
+    def run_started(self, run_id: str, total_steps: int, steps_per_epoch: int) -> None:
+        pass
+
+    def run_step(self, step: int, train_loss: float) -> None:
+        pass
+
+    def run_evaluated(self, row: Mapping[str, Any]) -> None:
+        pass
+
+    def run_finished(self, run_id: str, status: str) -> None:
+        """A run ended with ``status`` (``skipped`` when it was already complete)."""
+
+    def close(self) -> None:
+        pass
+
+
+def _fmt_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def _fmt(x: Any, spec: str) -> str:
+    return format(x, spec) if isinstance(x, (int, float)) and math.isfinite(x) else "-"
+
+
+class _RunState:
+    """What a reporter remembers about the run in progress and the sweep around it."""
+
+    def __init__(self) -> None:
+        self.run_id = ""
+        self.total_steps = 0
+        self.steps_per_epoch = 1
+        self.run_t0 = time.monotonic()
+        self.last_row: Mapping[str, Any] = {}
+        self.sweep_total = 0
+        self.sweep_done = 0
+        self.sweep_t0 = time.monotonic()
+        self.executed = 0  # runs actually trained in this sweep (for the ETA)
+
+    def epochs(self) -> float:
+        return self.total_steps / max(self.steps_per_epoch, 1)
+
+    def eta_s(self) -> float | None:
+        remaining = self.sweep_total - self.sweep_done
+        if not self.executed or remaining <= 0:
+            return None
+        return (time.monotonic() - self.sweep_t0) / self.executed * remaining
+
+    def finish_line(self, run_id: str, status: str) -> str:
+        parts = [f"{run_id}: {status}"]
+        row = self.last_row if run_id == self.run_id else {}
+        if status != "skipped" and row:
+            parts.append(f"eval_acc {_fmt(100 * row.get('eval_acc', math.nan), '.2f')}%")
+            parts.append(f"({_fmt(time.monotonic() - self.run_t0, '.1f')}s)")
+        return "  ".join(parts)
+
+    def count_finished(self, status: str) -> None:
+        if not self.sweep_total:
+            return
+        if status != "skipped":
+            self.sweep_done += 1
+            self.executed += 1
+
+
+class PlainReporter(Reporter):
+    """Plain lines for logs: one per evaluation, one per finished run, and a heartbeat."""
+
+    def __init__(self, stream: TextIO | None = None, interval_s: float = STEP_LINE_INTERVAL_S):
+        self.stream = stream
+        self.interval_s = interval_s
+        self.state = _RunState()
+        self.last_line = time.monotonic()
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.stream or sys.stdout, flush=True)
+        self.last_line = time.monotonic()
+
+    def sweep_started(self, label: str, total: int, done: int) -> None:
+        self.state.sweep_total, self.state.sweep_done = total, done
+        self.state.sweep_t0 = time.monotonic()
+        self._print(f"sweep {label}: {total} runs, {done} already complete")
+
+    def run_started(self, run_id: str, total_steps: int, steps_per_epoch: int) -> None:
+        s = self.state
+        s.run_id, s.total_steps, s.steps_per_epoch = run_id, total_steps, steps_per_epoch
+        s.run_t0, s.last_row = time.monotonic(), {}
+
+    def run_step(self, step: int, train_loss: float) -> None:
+        if time.monotonic() - self.last_line < self.interval_s:
+            return
+        s = self.state
+        self._print(
+            f"[{s.run_id}] step {step}/{s.total_steps}  epoch {step / s.steps_per_epoch:.2f}"
+            f"  train_loss {_fmt(train_loss, '.4f')}"
+        )
+
+    def run_evaluated(self, row: Mapping[str, Any]) -> None:
+        s = self.state
+        s.last_row = row
+        self._print(
+            f"[{s.run_id}] epoch {row['epoch']:.2f}/{s.epochs():g}  step {row['step']}"
+            f"  lr {_fmt(row['lr'], '.4g')}  train_loss {_fmt(row['train_loss'], '.4f')}"
+            f"  eval_loss {_fmt(row['eval_loss'], '.4f')}"
+            f"  eval_acc {_fmt(100 * row['eval_acc'], '.2f')}%  ({row['wall_s']:.1f}s)"
+        )
+
+    def run_finished(self, run_id: str, status: str) -> None:
+        s = self.state
+        s.count_finished(status)
+        line = s.finish_line(run_id, status)
+        if s.sweep_total:
+            eta = s.eta_s()
+            line = f"[{s.sweep_done}/{s.sweep_total}] {line}"
+            if eta is not None:
+                line += f"  sweep ETA {_fmt_duration(eta)}"
+        self._print(line)
+
+
+class RichReporter(Reporter):
+    """Progress bars on a terminal: the sweep (runs done / total, ETA) and the current run."""
+
+    def __init__(self, console: Any = None) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.state = _RunState()
+        self.bars = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=console or Console(),
+        )
+        self.sweep_task: Any = None
+        self.run_task: Any = None
+        self.started = False
+
+    def _ensure_started(self) -> None:
+        if not self.started:
+            self.bars.start()
+            self.started = True
+
+    def sweep_started(self, label: str, total: int, done: int) -> None:
+        self._ensure_started()
+        self.state.sweep_total, self.state.sweep_done = total, done
+        self.state.sweep_t0 = time.monotonic()
+        self.sweep_task = self.bars.add_task(
+            f"sweep {label}", total=total, completed=done, info="runs"
+        )
+
+    def run_started(self, run_id: str, total_steps: int, steps_per_epoch: int) -> None:
+        self._ensure_started()
+        s = self.state
+        s.run_id, s.total_steps, s.steps_per_epoch = run_id, total_steps, steps_per_epoch
+        s.run_t0, s.last_row = time.monotonic(), {}
+        if self.run_task is not None:
+            self.bars.remove_task(self.run_task)
+        self.run_task = self.bars.add_task(run_id, total=total_steps, info="steps")
+
+    def run_step(self, step: int, train_loss: float) -> None:
+        if self.run_task is None:
+            return
+        s = self.state
+        self.bars.update(
+            self.run_task,
+            completed=step,
+            info=f"epoch {step / s.steps_per_epoch:.2f}/{s.epochs():g}"
+            f"  loss {_fmt(train_loss, '.4f')}  acc {self._acc()}",
+        )
+
+    def _acc(self) -> str:
+        acc = self.state.last_row.get("eval_acc", math.nan)
+        return f"{_fmt(100 * acc, '.2f')}%"
+
+    def run_evaluated(self, row: Mapping[str, Any]) -> None:
+        self.state.last_row = row
+        self.run_step(int(row["step"]), row.get("train_loss", math.nan))
+
+    def run_finished(self, run_id: str, status: str) -> None:
+        s = self.state
+        s.count_finished(status)
+        self._ensure_started()
+        self.bars.console.print(s.finish_line(run_id, status))
+        if self.sweep_task is not None and status != "skipped":
+            self.bars.advance(self.sweep_task)
+        if self.run_task is not None and run_id == s.run_id:
+            self.bars.remove_task(self.run_task)
+            self.run_task = None
+
+    def close(self) -> None:
+        if self.started:
+            self.bars.stop()
+            self.started = False
+
+
+class RelayClient(Reporter):
+    """In a spawned worker: send events to the parent process (best effort, never blocking)."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setblocking(False)
+
+    def _send(self, name: str, *args: Any) -> None:
+        # The display is not worth slowing or failing a run for: drop what cannot be sent.
+        with contextlib.suppress(OSError):
+            self.sock.sendto(json.dumps([name, args]).encode(), self.address)
+
+    def run_started(self, run_id: str, total_steps: int, steps_per_epoch: int) -> None:
+        self._send("run_started", run_id, total_steps, steps_per_epoch)
+
+    def run_step(self, step: int, train_loss: float) -> None:
+        self._send("run_step", step, train_loss)
+
+    def run_evaluated(self, row: Mapping[str, Any]) -> None:
+        self._send("run_evaluated", dict(row))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+RELAYED = ("run_started", "run_step", "run_evaluated")
+
+
+def for_terminal(stream: TextIO | None = None) -> Reporter:
+    """Rich bars when ``stream`` (stdout) is an interactive terminal, plain lines otherwise."""
+    stream = stream or sys.stdout
+    if stream.isatty() and os.environ.get("TERM") != "dumb":
+        return RichReporter()
+    return PlainReporter()
+
+
+_current: Reporter | None = None
+
+
+def current() -> Reporter:
+    """The reporter events go to: the one activated, a relay to the parent, or a default."""
+    global _current
+    if _current is None:
+        address = os.environ.get(RELAY_ENV)
+        _current = RelayClient(address) if address else for_terminal()
+    return _current
+
+
+@contextlib.contextmanager
+def activated(reporter: Reporter) -> Iterator[Reporter]:
+    """Send events to ``reporter`` inside the block, then close it."""
+    global _current
+    previous, _current = _current, reporter
+    try:
+        yield reporter
+    finally:
+        reporter.close()
+        _current = previous
+
+
+@contextlib.contextmanager
+def relay_from_children() -> Iterator[None]:
+    """Let processes started inside the block report to this process's reporter."""
+    if not hasattr(socket, "AF_UNIX") or RELAY_ENV in os.environ:
+        yield
+        return
+    target = current()
+    with tempfile.TemporaryDirectory(prefix="dpsuite-progress-") as tmp:
+        address = os.path.join(tmp, "relay")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(address)
+        sock.settimeout(0.1)
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=_forward, args=(sock, target, stop), name="dpsuite-progress", daemon=True
+        )
+        thread.start()
+        os.environ[RELAY_ENV] = address
+        try:
+            yield
+        finally:
+            del os.environ[RELAY_ENV]
+            stop.set()
+            thread.join(timeout=2)
+            sock.close()
+
+
+def _forward(sock: socket.socket, target: Reporter, stop: threading.Event) -> None:
+    """Dispatch relayed events to ``target`` until stopped and drained."""
+    while True:
+        try:
+            payload = sock.recv(65536)
+        except TimeoutError:
+            if stop.is_set():
+                return
+            continue
+        except OSError:
+            return
+        try:
+            name, args = json.loads(payload)
+            if name in RELAYED:
+                getattr(target, name)(*args)
+        except (ValueError, TypeError, KeyError):
+            continue  # a malformed event is dropped, never fatal

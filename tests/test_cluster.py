@@ -1,0 +1,174 @@
+"""Runs whose ranks are started by someone else: torchrun across "nodes", submitit, SLURM."""
+
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import submitit
+from submitit.slurm.slurm import SlurmExecutor
+
+from tests.conftest import REPO, SMALL, only_run, read_params, read_run
+
+RUN = [
+    *SMALL,
+    "precision=fp64",
+    "train.max_steps=20",
+    "train.save_params=true",
+    "threads_per_worker=1",
+    "seed=2",
+]
+
+
+def max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
+    assert a.keys() == b.keys()
+    return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
+
+
+@pytest.fixture(scope="module")
+def local_two_workers(tmp_path_factory):
+    """The reference: `workers=2` started locally by dpsuite itself."""
+    from suite.cli import main
+
+    out = tmp_path_factory.mktemp("local")
+    assert main(["run", *RUN, "workers=2", f"results_dir={out}"]) == 0
+    run = only_run(out)
+    return read_run(run), read_params(run)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.multiproc
+def test_two_torchrun_nodes_on_localhost_form_one_two_worker_run(tmp_path, local_two_workers):
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=2",
+        "--nproc_per_node=1",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{port}",
+        "--rdzv-id=dpsuite-test",
+        "-m",
+        "suite",
+        "run",
+        *RUN,
+        f"results_dir={tmp_path}",
+    ]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    nodes = [
+        subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=300)[0].decode() for p in nodes]
+    assert [p.returncode for p in nodes] == [0, 0], outputs
+    rec = read_run(only_run(tmp_path))
+    local_rec, local_params = local_two_workers
+    assert rec["status"] == "complete" and rec["workers"] == 2 and rec["global_batch"] == 64
+    assert rec["run_id"] == local_rec["run_id"]  # the same experiment, however it was started
+    assert max_diff(read_params(only_run(tmp_path)), local_params) <= 1e-10
+
+
+@pytest.mark.multiproc
+def test_submitit_local_launcher_runs_a_two_task_job(tmp_path, local_two_workers):
+    from suite.cli import main
+
+    code = main(
+        [
+            "run",
+            "-m",
+            "hydra/launcher=submitit_local",
+            "hydra.launcher.tasks_per_node=2",
+            "hydra.launcher.timeout_min=5",
+            *RUN,
+            "workers=2",
+            f"results_dir={tmp_path}",
+        ]
+    )
+    assert code == 0
+    run = only_run(tmp_path)
+    rec = read_run(run)
+    assert rec["status"] == "complete" and rec["workers"] == 2
+    assert rec["run_id"] == local_two_workers[0]["run_id"]
+    assert max_diff(read_params(run), local_two_workers[1]) <= 1e-10
+    # Both tasks resolved the same Hydra directory (no per-rank or per-second directories).
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".hydra", rec["run_id"], "sweep.json"]
+    logs = list((tmp_path / ".hydra" / ".submitit").glob("*/*_log.out"))
+    assert len(logs) == 2  # one log per task (rank)
+
+
+def test_one_task_per_worker_is_checked_before_submitting(dpsuite, tmp_path, capsys):
+    code = dpsuite(
+        "run",
+        "-m",
+        "hydra/launcher=submitit_local",
+        "hydra.launcher.tasks_per_node=2",
+        "workers=1,2",
+        f"results_dir={tmp_path}",
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "workers=1 but the launcher starts 2 tasks per job" in err
+    assert not list(tmp_path.rglob("run.json"))
+
+
+def test_slurm_launcher_config_renders_the_expected_sbatch_script(dpsuite, tmp_path, monkeypatch):
+    """The real launcher path up to `sbatch`: our YAML -> Hydra -> submitit -> sbatch script."""
+    rendered: list[tuple[str, dict]] = []
+
+    def render_instead_of_submitting(self, fn, *iterables):
+        ex = self._executor
+        ex.parameters["map_count"] = len(list(zip(*iterables, strict=True)))  # as map_array does
+        rendered.append((ex._make_submission_file_text("<command>", "uid"), dict(ex.parameters)))
+        return []  # nothing was submitted, so no job runs
+
+    monkeypatch.setattr(SlurmExecutor, "affinity", classmethod(lambda cls: 1))  # "srun exists"
+    monkeypatch.setattr(submitit.AutoExecutor, "map_array", render_instead_of_submitting)
+    code = dpsuite(
+        "sweep",
+        "scaling",
+        "hydra/launcher=slurm",
+        "hydra.launcher.partition=gpu",
+        "hydra.launcher.nodes=2",
+        "hydra.launcher.gpus_per_node=4",
+        "hydra.launcher.timeout_min=30",
+        "workers=8",
+        "batch.per_worker=32,128",
+        "device=cuda",  # checked on the nodes, not on this (login) machine
+        f"results_dir={tmp_path}",
+    )
+    assert code == 1  # nothing ran here: the manifest lists the runs as not run
+    [(script, params)] = rendered
+    for line in (
+        "#SBATCH --nodes=2",
+        "#SBATCH --ntasks-per-node=4",
+        "#SBATCH --gpus-per-node=4",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --time=30",
+        "#SBATCH --job-name=dpsuite",
+        "#SBATCH --array=0-3%4",  # 2 workloads x 2 batch sizes: one job each
+    ):
+        assert line in script, script
+    assert "srun" in script and str(tmp_path / ".hydra" / ".submitit") in script
+    assert params["ntasks_per_node"] == params["gpus_per_node"] == 4
+    assert "${" not in script  # every interpolation was resolved
+
+
+def test_slurm_tasks_must_match_workers(dpsuite, tmp_path, capsys):
+    code = dpsuite(
+        "sweep",
+        "scaling",
+        "hydra/launcher=slurm",
+        "hydra.launcher.nodes=2",
+        "hydra.launcher.gpus_per_node=4",
+        f"results_dir={tmp_path}",
+    )
+    assert code == 2
+    assert "workers=1 but the launcher starts 8 tasks per job" in capsys.readouterr().err

@@ -1,0 +1,96 @@
+"""Progress reporting: plain lines for logs, rich bars on terminals, events relayed from workers."""
+
+import io
+import subprocess
+import sys
+import time
+
+from rich.console import Console
+
+from suite import data_memo, progress
+from tests.conftest import REPO
+from workloads import get_workload
+
+ROW = {
+    "epoch": 1.0,
+    "step": 50,
+    "lr": 0.05,
+    "train_loss": 1.5,
+    "eval_loss": 1.4,
+    "eval_acc": 0.625,
+    "wall_s": 3.2,
+}
+
+
+def test_plain_reporter_writes_periodic_lines():
+    out = io.StringIO()
+    r = progress.PlainReporter(stream=out, interval_s=0.0)
+    r.sweep_started("demo", total=3, done=1)
+    r.run_started("run-a", total_steps=100, steps_per_epoch=50)
+    r.run_step(10, 2.0)
+    r.run_evaluated(ROW)
+    r.run_finished("run-a", "complete")
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "sweep demo: 3 runs, 1 already complete"
+    assert lines[1].startswith("[run-a] step 10/100  epoch 0.20")
+    assert "epoch 1.00/2" in lines[2] and "eval_acc 62.50%" in lines[2]
+    assert lines[3].startswith("[2/3] run-a: complete  eval_acc 62.50%") and "ETA" in lines[3]
+
+
+def test_plain_reporter_throttles_step_lines():
+    out = io.StringIO()
+    r = progress.PlainReporter(stream=out, interval_s=3600)
+    r.run_started("run-a", 100, 50)
+    for step in range(10, 100, 10):
+        r.run_step(step, 1.0)
+    assert out.getvalue() == ""
+
+
+def test_rich_reporter_draws_sweep_and_run_bars():
+    buf = io.StringIO()
+    r = progress.RichReporter(console=Console(file=buf, force_terminal=True, width=160))
+    r.sweep_started("convergence", total=2, done=0)
+    r.run_started("run-a", 100, 50)
+    r.run_evaluated(ROW)
+    r.bars.refresh()
+    r.run_finished("run-a", "diverged")
+    r.close()
+    text = buf.getvalue()
+    assert "sweep convergence" in text and "run-a" in text
+    assert "50/100" in text and "acc 62.50%" in text and "run-a: diverged" in text
+    assert r.bars.tasks[0].completed == 1
+
+
+def test_events_from_a_child_process_reach_the_parent_reporter():
+    received = []
+
+    class Recorder(progress.Reporter):
+        def run_started(self, run_id, total_steps, steps_per_epoch):
+            received.append(("start", run_id, total_steps))
+
+        def run_evaluated(self, row):
+            received.append(("eval", row["eval_acc"]))
+
+    child = (
+        "from suite import progress\n"
+        "r = progress.current()\n"
+        "r.run_started('run-x', 7, 1)\n"
+        "r.run_evaluated({'eval_acc': 0.5, 'step': 7})\n"
+    )
+    with progress.activated(Recorder()), progress.relay_from_children():
+        subprocess.run([sys.executable, "-c", child], cwd=REPO, check=True)
+        deadline = time.monotonic() + 5
+        while len(received) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert received == [("start", "run-x", 7), ("eval", 0.5)]
+
+
+def test_dataset_is_loaded_once_per_process_for_equal_data(data_cache):
+    data_memo.clear()
+    mlp = get_workload("mnist1d_mlp", cache_dir=data_cache, num_samples=2000)
+    cnn = get_workload("mnist1d_cnn", cache_dir=data_cache, num_samples=2000)
+    other = get_workload("mnist1d_mlp", cache_dir=data_cache, num_samples=2200)
+    first = data_memo.load_data(mlp)
+    assert data_memo.load_data(cnn) is first  # the same generated data
+    assert data_memo.load_data(other) is not first
+    assert data_memo.load_data(other).num_train == 1760

@@ -1,0 +1,292 @@
+"""Sweeps: presets, manifest, failure isolation and resume after Ctrl-C or SIGKILL."""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from suite import results
+from suite.preflight import plan
+from tests.conftest import REPO, read_run
+from workloads.mnist_1d import cache_path, generation_args
+
+
+def manifest(results_dir: Path) -> dict:
+    return json.loads((results_dir / "sweep.json").read_text())
+
+
+def run_dirs(results_dir: Path) -> list[Path]:
+    return [p.parent for p in results_dir.rglob("run.json")]
+
+
+# ---- presets ----------------------------------------------------------------------------------
+
+
+def test_presets_expand_to_their_grids(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # checking a preset creates its (relative) results directory
+    scaling = plan(["+sweep=scaling"], multirun=True).specs
+    assert len(scaling) == 16
+    assert {(s.workload, s.workers, s.per_worker_batch) for s in scaling} == {
+        (w, n, b) for w in ("mnist1d_mlp", "mnist1d_cnn") for n in (1, 2, 4, 8) for b in (32, 128)
+    }
+    conv = plan(["+sweep=convergence"], multirun=True).specs
+    assert len(conv) == 7 * 4 * 3
+    assert sorted({s.global_batch for s in conv}) == [32 * 2**k for k in range(7)]
+    assert {s.lr_rule for s in conv} == {"naive", "linear", "linear_warmup", "sqrt"}
+    s = conv[0]
+    assert (s.mode, s.per_worker_batch, s.epochs, s.schedule) == ("simulated", 32, 5, "cosine")
+    assert (s.base_lr, s.base_batch, s.workload_params["num_samples"]) == (0.1, 32, 50000)
+    assert {x.warmup_epochs for x in conv if x.lr_rule == "linear_warmup"} == {1.0}
+    assert {x.results_dir for x in conv} == {"results/convergence"}
+
+
+def test_command_line_replaces_a_preset_axis(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    specs = plan(["+sweep=convergence", "seed=0", "workers=1,64"], multirun=True).specs
+    assert len(specs) == 2 * 4
+    assert {s.seed for s in specs} == {0} and {s.global_batch for s in specs} == {32, 2048}
+
+
+def test_preset_run_ids_equal_the_same_plain_run(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    preset = {s.run_id for s in plan(["+sweep=convergence", "seed=0"], multirun=True).specs}
+    plain = plan(
+        [
+            "mode=simulated",
+            "workers=4",
+            "lr_rule=sqrt",
+            "seed=0",
+            "workload.num_samples=50000",
+            "workload.base_lr=0.1",
+            "workload.base_batch=32",
+            "train.epochs=5",
+        ],
+        multirun=False,
+    ).specs[0]
+    assert plain.run_id in preset
+
+
+def test_unknown_preset_and_bad_point_fail_before_work(dpsuite, tmp_path, capsys):
+    assert dpsuite("sweep", "nosuch") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dpsuite: error: unknown sweep 'nosuch'") and "convergence" in err
+    out = tmp_path / "res"
+    assert dpsuite("sweep", "convergence", "workers=1,0", f"results_dir={out}") == 2
+    assert "workers must be an integer >= 1" in capsys.readouterr().err
+    assert not run_dirs(out)
+    assert dpsuite("run", "-m", "+sweep=demo") == 2
+    assert "dpsuite sweep NAME" in capsys.readouterr().err
+
+
+# ---- failure isolation ------------------------------------------------------------------------
+
+
+def plant_corrupt_cache(cache: Path, num_samples: int) -> None:
+    """A damaged dataset file: the run that needs it fails while loading data, at runtime."""
+    path = cache_path(cache, generation_args(num_samples, 42))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"not an npz file")
+
+
+def test_sweep_goes_on_past_failing_and_diverging_runs(dpsuite, tmp_path, capsys):
+    cache = tmp_path / "cache"
+    plant_corrupt_cache(cache, 2100)
+    out = tmp_path / "res"
+    args = [
+        "run",
+        "-m",
+        "mode=simulated",
+        "workers=2",
+        "lr_rule=linear",
+        "workload.num_samples=2100,2000",
+        "workload.base_lr=0.05,80",
+        "train.epochs=2",
+        f"cache_dir={cache}",
+        f"results_dir={out}",
+    ]
+    assert dpsuite(*args) == 1  # the sweep ran to the end, and says that something failed
+    by_status = results.load(out)["status"].value_counts().to_dict()
+    assert by_status == {"failed": 2, "complete": 1, "diverged": 1}
+    m = manifest(out)
+    assert m["state"] == "finished" and m["counts"] == {"failed": 2, "complete": 1, "diverged": 1}
+    assert len(m["run_ids"]) == 4 and set(m["runs"].values()) == {"failed", "complete", "diverged"}
+    captured = capsys.readouterr()
+    assert "sweep multirun finished: 4 runs: 1 complete, 1 diverged, 2 failed" in captured.out
+    failed = [read_run(d) for d in run_dirs(out) if read_run(d)["status"] == "failed"]
+    assert all(r["error"].startswith("ValueError") for r in failed), failed  # the planted file
+
+    # Rerun: the complete run is skipped, the others run again (and fail or diverge again).
+    assert dpsuite(*args) == 1
+    assert "1 diverged, 2 failed, 1 skipped" in capsys.readouterr().out
+    assert manifest(out)["counts"] == {"failed": 2, "skipped": 1, "diverged": 1}
+
+
+@pytest.mark.multiproc
+def test_failing_multi_process_run_does_not_stop_the_sweep(dpsuite, tmp_path):
+    cache = tmp_path / "cache"
+    plant_corrupt_cache(cache, 2100)
+    out = tmp_path / "res"
+    code = dpsuite(
+        "run",
+        "-m",
+        "workers=2",
+        "threads_per_worker=1",
+        "workload.num_samples=2100,2000",
+        "train.max_steps=15",
+        f"cache_dir={cache}",
+        f"results_dir={out}",
+    )
+    assert code == 1
+    assert sorted(results.load(out)["status"]) == ["complete", "failed"]
+
+
+# ---- resume -----------------------------------------------------------------------------------
+
+RESUME_SWEEP = [
+    "-m",
+    "suite",
+    "run",
+    "-m",
+    "mode=simulated",
+    "workers=1,2,4",
+    "seed=0,1",
+    "workload.num_samples=3000",
+    "train.epochs=6",
+    "train.evals_per_epoch=2",
+    "train.save_params=true",
+]
+
+
+def start_sweep(out: Path, cache: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "DPSUITE_CACHE_DIR": str(cache)}
+    return subprocess.Popen(
+        [sys.executable, *RESUME_SWEEP, f"results_dir={out}"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group, like a terminal job
+    )
+
+
+def statuses(out: Path) -> list[str]:
+    found = []
+    for d in run_dirs(out):
+        with contextlib.suppress(OSError, ValueError):  # a run directory just being created
+            found.append(read_run(d)["status"])
+    return found
+
+
+def interrupt_after(proc: subprocess.Popen, out: Path, complete: int, sig: int) -> str:
+    """Send ``sig`` to the whole process group once ``complete`` runs are done and one runs."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        s = statuses(out)
+        if s.count("complete") >= complete and "running" in s:
+            os.killpg(proc.pid, sig)
+            break
+        if proc.poll() is not None:
+            break
+        time.sleep(0.02)
+    output, _ = proc.communicate(timeout=120)
+    return output
+
+
+def test_interrupted_and_killed_sweeps_resume_to_exactly_the_full_set(tmp_path, data_cache):
+    out = tmp_path / "res"
+    expected = {s.run_id for s in plan(RESUME_SWEEP[4:] + [f"results_dir={out}"], True).specs}
+    assert len(expected) == 6
+
+    # Ctrl-C after the first run: the run in flight is marked failed, the manifest interrupted.
+    proc = start_sweep(out, data_cache)
+    output = interrupt_after(proc, out, 1, signal.SIGINT)
+    assert proc.returncode == 130, output
+    assert manifest(out)["state"] == "interrupted"
+    assert "failed" in statuses(out) and "running" not in statuses(out)
+
+    # SIGKILL of the whole tree after three runs: nothing gets to clean up.
+    proc = start_sweep(out, data_cache)
+    output = interrupt_after(proc, out, 3, signal.SIGKILL)
+    assert proc.returncode == -signal.SIGKILL, output
+    assert "running" in statuses(out)  # the killed run's record says so...
+    frame = results.load(out, include_incomplete=False)
+    assert set(frame["status"]) == {"complete"}  # ...but it never reads as a result
+    stale = results.load(out).query("status == 'failed'")
+    assert len(stale) >= 1
+    assert manifest(out)["state"] == "running"
+    complete_before = statuses(out).count("complete")
+
+    proc = start_sweep(out, data_cache)
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, output
+    dirs = run_dirs(out)
+    assert sorted(d.name for d in dirs) == sorted(expected)  # each run id once, none extra
+    assert statuses(out) == ["complete"] * 6
+    m = manifest(out)
+    assert m["state"] == "finished" and set(m["run_ids"]) == expected
+    assert m["counts"] == {"skipped": complete_before, "complete": 6 - complete_before}
+    assert f"{complete_before} skipped" in output
+    for d in dirs:  # every file is whole: one row per evaluation, parameters readable
+        epochs = pd.read_csv(d / "epochs.csv")
+        assert list(epochs["step"]) == sorted(set(epochs["step"])) and len(epochs) == 13
+        with np.load(d / "params.npz") as f:
+            assert len(f.files) == 6
+
+
+@pytest.mark.slow
+def test_random_kills_then_resume_give_exactly_the_full_set(tmp_path, data_cache):
+    """Kill the whole process tree at random moments (DDP workers included), then finish."""
+    import random
+
+    out = tmp_path / "res"
+    sweep = [
+        "-m",
+        "suite",
+        "run",
+        "-m",
+        "workers=1,2",
+        "mode=ddp,simulated",
+        "seed=0,1",
+        "threads_per_worker=1",
+        "workload.num_samples=3000",
+        "train.epochs=3",
+        f"results_dir={out}",
+    ]
+    expected = {s.run_id for s in plan(sweep[4:], True).specs}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "DPSUITE_CACHE_DIR": str(data_cache)}
+    rng = random.Random(7)
+    kills = 0
+    for _ in range(6):
+        proc = subprocess.Popen(
+            [sys.executable, *sweep],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        time.sleep(rng.uniform(1.0, 12.0))
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            kills += 1
+        proc.wait()
+        frame = results.load(out, include_incomplete=False) if out.exists() else None
+        if frame is not None and not frame.empty:
+            assert set(frame["status"]) == {"complete"}  # never a half-written result
+    assert kills >= 3, "the sweep finished before most kills: make it longer"
+    final = subprocess.run(
+        [sys.executable, *sweep], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert final.returncode == 0, final.stdout + final.stderr
+    assert sorted(d.name for d in run_dirs(out)) == sorted(expected)
+    assert statuses(out) == ["complete"] * len(expected)
+    assert manifest(out)["state"] == "finished"
