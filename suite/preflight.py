@@ -14,7 +14,7 @@ from omegaconf.errors import OmegaConfBaseException
 from suite.errors import UserError
 
 CONFIG_MODULE = "suite.conf"
-GROUPS = ("workload", "lr_rule")
+GROUPS = ("workload", "lr_rule", "sync")
 MAX_CHECKED_POINTS = 4096
 
 

@@ -14,15 +14,17 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 from suite import distributed as dd
+from suite import sync
 from suite.distributed import Ranks
 from suite.lars import LARS, lars_param_groups
 from suite.lr_rules import LRPlan
 from suite.results import RunWriter
 from suite.run_spec import RunSpec
 from suite.sharding import all_worker_batches, steps_per_epoch, worker_batches
+from suite.sync.hooks import timed
+from suite.sync.measure import sync_metrics
 from suite.timing import StepTimer, median, percentile, sample_indices
 
 
@@ -174,17 +176,15 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     train_x, train_y = to_device(data.train_x), to_device(data.train_y)
     eval_x, eval_y = to_device(data.eval_x), to_device(data.eval_y)
 
-    # ---- model: identical on every rank (checked), then wrapped for gradient averaging
+    # ---- model: identical on every rank (checked), then wrapped by the sync strategy
     torch.manual_seed(spec.seed)
     model = workload.build_model().to(device=device, dtype=dtype)
     digest = dd.check_identical_replicas(model)
-    net: nn.Module = model
-    if dd.active():
-        net = DDP(
-            model,
-            device_ids=[device.index] if device.type == "cuda" else None,
-            bucket_cap_mb=spec.bucket_cap_mb,
-        )
+    strategy = sync.build(spec.sync, device, distributed=dd.active())
+    net: nn.Module = strategy.wrap(model, spec.bucket_cap_mb)
+    hook = strategy.comm_hook()  # DDP takes one hook: wrap it here (timing), then register
+    if hook is not None:
+        timed(hook, strategy.counter).register(net)
     optimizer = build_optimizer(spec, model)
 
     # ---- schedule
@@ -229,7 +229,8 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
 
     def record_eval(train_loss: float) -> bool:
         """Evaluate, log a row; False when the model has diverged."""
-        eval_loss, eval_acc = evaluate(model, workload, eval_x, eval_y, ranks, device)
+        shown = strategy.eval_model(model)
+        eval_loss, eval_acc = evaluate(shown, workload, eval_x, eval_y, ranks, device)
         row = {
             "epoch": round(step / spe, 4),
             "step": step,
@@ -262,8 +263,11 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
             loss = simulated_step(model, workload, train_x, train_y, idx, fused)
         else:
             loss = ddp_step(net, workload, train_x, train_y, idx)
+            strategy.sync_gradients(model)
         optimizer.step()
+        strategy.after_step(model)
         timer.stop(step)
+        strategy.counter.end_step()
         lrs.append(lr)
         tracker.add(loss)
         step += 1
@@ -278,10 +282,13 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
 
     # ---- measurements: per-step max across ranks, throughput from the slowest rank's wall time
     metrics = summarize(spec, ranks, timer, log, lrs, tracker, step, device)
+    measured, comm_s = sync_metrics(strategy, timer.steps, metrics["_step_max"], device)
+    metrics.update({k: v for k, v in measured.items() if metrics.get(k) is None})
+    final_model = strategy.eval_model(model)  # every rank: it may communicate
     if writer:
-        writer.write_steps(step_rows(spec, timer, metrics.pop("_step_max"), lrs))
+        writer.write_steps(step_rows(spec, timer, metrics.pop("_step_max"), lrs, comm_s))
         if spec.save_params:
-            save_params(model, writer.dir / "params.npz")
+            save_params(final_model, writer.dir / "params.npz")
         writer.finish(status, error=error, metrics=metrics, wall_time_s=time.perf_counter() - wall0)
     else:
         metrics.pop("_step_max")
@@ -324,14 +331,20 @@ def summarize(spec, ranks, timer, log, lrs, tracker, step, device) -> dict[str, 
     }
 
 
-def step_rows(spec: RunSpec, timer: StepTimer, step_max: list[float], lrs: list[float]):
+def step_rows(
+    spec: RunSpec,
+    timer: StepTimer,
+    step_max: list[float],
+    lrs: list[float],
+    comm_s: list[float] | None,
+):
     for i in sample_indices(len(step_max), spec.max_recorded_steps):
         step = timer.steps[i]
         yield {
             "step": step,
             "step_time_s": step_max[i],
             "compute_s": "",
-            "comm_s": "",
+            "comm_s": comm_s[i] if comm_s is not None else "",
             "lr": lrs[step],
         }
 

@@ -25,6 +25,17 @@ CASES = [
     (["workload.num_samples=10"], "num_samples must be at least 100"),
     (["lr_rule=lars", "lr_rule.trust_coefficient=0"], "lr_rule.trust_coefficient must be > 0"),
     (["lr_rule=lars", "lr_rule.base_lr=-1"], "lr_rule.base_lr must be > 0"),
+    (["sync=gossip"], "unknown sync 'gossip' (choose from: allreduce, bf16, fp16, local_sgd,"),
+    (["sync=local_sgd", "sync.period=0"], "sync.period must be an integer >= 1, got 0"),
+    (["sync=local_sgd", "sync.warmup_steps=-1"], "sync.warmup_steps must be an integer >= 0"),
+    (["sync=powersgd", "sync.rank=0"], "sync.rank must be an integer >= 1, got 0"),
+    (["sync=powersgd", "sync.start_iter=1"], "sync.start_iter must be an integer >= 2"),
+    (["sync=powersgd", "sync.min_compression_rate=0"], "sync.min_compression_rate must be"),
+    (
+        ["mode=simulated", "workers=4", "sync=param_server"],
+        "sync=param_server needs real workers: mode=simulated supports only sync=allreduce",
+    ),
+    (["sync.period=2"], "Could not override 'sync.period'"),
 ]
 
 
