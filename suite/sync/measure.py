@@ -51,8 +51,9 @@ def sync_metrics(
 
     Called on every rank (it gathers). Bytes and operations are a worker's (for the parameter
     server also the server's) per training step: totals over all steps divided by the steps.
-    Times are per timed step, max across ranks; their means are reported, because periodic
-    strategies communicate on some steps only.
+    Times are per timed step, max across ranks: ``sync_time_s`` and ``sync_blocking_s`` are
+    their means (periodic strategies communicate on some steps only); see `fill_in` for the
+    step-time breakdown.
     """
     counter = strategy.counter
     steps = max(1, len(counter.steps))
@@ -92,18 +93,24 @@ def fill_in(
 ) -> dict[str, Any]:
     """The step-time breakdown, where this strategy's own timing tells all of it.
 
-    ``comm_time_s`` is the mean communication time per step. When no communication of the timed
-    steps could overlap computation (every exchange happens outside the backward pass and is
-    waited for), that time is exposed as it is, and compute is the step minus it.
+    Times are shares of the timed steps' wall time applied to the median step (``step_time_s``):
+    that counts periodic exchanges (local SGD) at their real weight, is not thrown off by a few
+    slow steps on a busy machine, and keeps compute + exposed = step. ``comm_time_s``: the share
+    during which the strategy communicated. When no communication of the timed steps could
+    overlap computation (every exchange happens outside the backward pass and is waited for),
+    all of it is exposed, and compute is the rest of the step.
     """
-    out: dict[str, Any] = {"comm_time_s": mean(seconds)}
-    if not seconds or any(o > 0 for o in overlapped):
+    wall = sum(step_max)
+    if not seconds or wall <= 0:
+        return {}
+    step_time = statistics.median(step_max)
+    out: dict[str, Any] = {"comm_time_s": step_time * min(1.0, sum(seconds) / wall)}
+    if any(o > 0 for o in overlapped):
         return out
-    compute = [s - b for s, b in zip(step_max, blocking, strict=True)]
+    share = min(1.0, sum(blocking) / wall)
     out.update(
-        exposed_comm_s=mean(blocking),
-        compute_time_s=statistics.median(compute),
-        # A share of the timed wall time: means, not medians, so periodic exchanges count.
-        comm_fraction=sum(blocking) / sum(step_max) if sum(step_max) > 0 else None,
+        exposed_comm_s=step_time * share,
+        compute_time_s=step_time * (1 - share),
+        comm_fraction=share,
     )
     return out
