@@ -281,7 +281,7 @@ SYNC = {
     ),
     "local_sgd (period 4)": (
         "local_sgd",
-        {1: ONE_WORKER, 2: (1950.0, GRAD / 4, None, 0.88), 4: (3600.0, GRAD / 4, None, 0.86)},
+        {1: ONE_WORKER, 2: (1950.0, GRAD / 4, None, 0.88), 4: (3600.0, GRAD / 4, None, 0.87)},
     ),
     "fp16": (
         "fp16",

@@ -291,9 +291,9 @@ def sync_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Repo
             strategies.accuracy_vs_bytes(group, f"Final accuracy vs communication{about}"),
             f"Final accuracy vs bytes communicated{about}",
             "Each strategy's final test accuracy against its bytes per step per worker (log "
-            "scale), one panel per worker count. Filled points are on the frontier: no other "
-            "strategy communicates less and reaches a higher accuracy; hollow points are "
-            "dominated.",
+            "scale), one panel per worker count. Filled points are on the frontier: more than "
+            "1 point more accurate than every strategy that communicates less; hollow points "
+            "are not worth their extra bytes.",
         )
         report.findings += [
             f"{label}: {s}" if len(groups) > 1 else s for s in strategies.findings(group)

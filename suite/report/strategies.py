@@ -39,6 +39,7 @@ MEASURES = [
     "final_eval_acc",
 ]
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+TOLERANCE = 0.01  # accuracy differences up to 1 point count as equal, as elsewhere in reports
 
 
 def short_bytes(n: float) -> str:
@@ -178,12 +179,13 @@ def bytes_axis(ax, values, axis: str = "y") -> None:
     (ax.set_ylim if axis == "y" else ax.set_xlim)(min(finite), max(finite))
 
 
-def frontier(points: pd.DataFrame) -> pd.DataFrame:
-    """The points no other point beats on both: fewer (or equal) bytes and higher accuracy."""
+def frontier(points: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame:
+    """The points worth their bytes: more accurate, by more than ``tolerance``, than every
+    point that communicates less (a one-seed difference within it is not a difference)."""
     ordered = points.sort_values(["bytes_per_step", "final_eval_acc"], ascending=[True, False])
     best, keep = -math.inf, []
     for idx, row in ordered.iterrows():
-        if row["final_eval_acc"] > best:
+        if row["final_eval_acc"] > best + tolerance:
             keep.append(idx)
             best = row["final_eval_acc"]
     return ordered.loc[keep]
@@ -286,7 +288,7 @@ def versus_reference(row: pd.Series, ref: pd.Series, n: int) -> str:
     )
     acc, acc_ref = row["final_eval_acc"], ref["final_eval_acc"]
     if pd.notna(acc) and pd.notna(acc_ref):
-        delta = 100 * (acc - acc_ref)
+        delta = round(100 * (acc - acc_ref), 1) + 0.0  # never "-0.0"
         sentence += f"; final accuracy {pct(acc)} ({delta:+.1f} points)"
     return sentence + "."
 
@@ -338,8 +340,8 @@ def frontier_finding(multi: pd.DataFrame) -> list[str]:
         for _, r in front.iterrows()
     )
     sentence = (
-        f"At {n} workers, the accuracy–communication frontier (no other strategy is both cheaper "
-        f"and more accurate) is {on}"
+        f"At {n} workers, the accuracy–communication frontier (each strategy on it is more than "
+        f"1 point more accurate than every cheaper one) is {on}"
     )
     dominated = [
         f"`{label}`" for label in at["sync_label"] if label not in set(front["sync_label"])
