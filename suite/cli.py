@@ -20,6 +20,8 @@ commands:
                             + CSV); default output: reports/<name of RESULTS_DIR>
   compare DIR [DIR...] [--out DIR]
                             several results trees side by side, grouped by machine
+  comm-bench [OPTIONS]      all-reduce microbenchmark (size, time, algbw, busbw, correctness)
+                            e.g. dpsuite comm-bench --workers 2 --sizes 1K:64M --dtype fp32
   demo                      a small run on this machine, with its summary
   predict [RESULTS_DIR]     fit the scaling model and predict up to thousands of workers
   --help                    this text; `dpsuite run --help` shows the config and its groups
@@ -111,6 +113,47 @@ def pd_empty():
     return pd.DataFrame()
 
 
+def _comm_bench(args: list[str]) -> int:
+    from suite import comm_bench
+    from suite.distributed import ranks_from_env
+
+    p = ArgParser(
+        prog="dpsuite comm-bench",
+        description="All-reduce microbenchmark (nccl-tests all_reduce_perf definitions): "
+        "time, algbw = S/t and busbw = algbw*2(n-1)/n per message size, with a correctness "
+        "check. Writes RESULTS_DIR/comm_bench/<bench_id>/comm_bench.{csv,json}.",
+    )
+    p.add_argument("--workers", type=int, default=2, help="ranks on this host (default 2)")
+    p.add_argument(
+        "--sizes",
+        default=comm_bench.DEFAULT_SIZES,
+        help="a range LO:HI stepped by --factor, or a list 1K,1M,64M (default 1K:256M)",
+    )
+    p.add_argument("--factor", type=int, default=2, help="range step factor (default 2)")
+    p.add_argument("--dtype", default="fp32", help="fp32 or bf16 (default fp32)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed all-reduces per size")
+    p.add_argument("--iters", type=int, default=20, help="timed all-reduces per size")
+    p.add_argument("--backend", default="auto", help="auto (nccl on CUDA, else gloo), gloo, nccl")
+    p.add_argument("--results-dir", default="results", help="where comm_bench/ goes")
+    p.add_argument("--tag", default=None, help="your name for this machine")
+    a = p.parse_args(args)
+    joined = ranks_from_env()
+    spec = comm_bench.resolve(
+        a.workers,
+        a.sizes,
+        a.factor,
+        a.dtype,
+        a.warmup,
+        a.iters,
+        a.backend,
+        a.results_dir,
+        a.tag,
+        world_size=joined.world_size if joined else None,
+        local_world_size=joined.local_world_size if joined else None,
+    )
+    return comm_bench.run(spec)
+
+
 def _demo(args: list[str]) -> int:
     from suite.demo import run_demo
 
@@ -157,6 +200,7 @@ COMMANDS = {
     "report": _report,
     "compare": _compare,
     "predict": _predict,
+    "comm-bench": _comm_bench,
     "demo": _demo,
 }
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from suite import results
 from suite.report import data
 from tests import report_trees as trees
 from tests.conftest import run_subprocess
@@ -363,6 +364,23 @@ def test_efficiency_is_relative_to_the_smallest_worker_count(tmp_path):
     table = data.scaling_table(data.load_tree(tmp_path).runs)
     assert list(table["base_workers"]) == [2, 2]
     assert list(table["efficiency"].round(6)) == [1.0, 0.9]
+
+
+def test_scaling_model_section_when_runs_carry_parameter_counts(dpsuite, capsys, tmp_path):
+    root = tmp_path / "res"
+    trees.write_scaling(root)
+    trees.write_comm_bench(root)
+    for run_json in root.rglob("run.json"):
+        rec = results.read_json(run_json)
+        results.write_json_atomic(run_json, {**rec, "num_params": 78_858})
+    out, _ = report(dpsuite, capsys, root, tmp_path / "rep")
+    assert "scaling_model.png" in assert_valid_images(out)
+    found = findings_of(out)
+    assert any(
+        f.startswith("The scaling model predicts the measured multi-worker step times")
+        for f in found
+    )
+    assert "Scaling model validation" in (out / "index.md").read_text()
 
 
 # ---- synchronization strategies ----------------------------------------------------------------

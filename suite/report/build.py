@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite import predict
 from suite.errors import UserError
 from suite.report import data, findings, plots, render, strategies
 
@@ -24,6 +25,7 @@ PLOT_NAMES = (
     "sync_throughput",
     "sync_bytes",
     "sync_tradeoff",
+    "scaling_model",
 )
 REFERENCE_RESULTS = Path("results/reference")
 REFERENCE_REPORT = Path("reports/reference")
@@ -169,6 +171,47 @@ def scaling_section(tree: data.ResultsTree, figs: FigureWriter, report: render.R
         "comm_ms",
     ]
     report.tables.append(render.Table("Scaling", table[cols].dropna(axis=1, how="all")))
+
+
+def model_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Report) -> None:
+    """The alpha-beta scaling model fitted to these results, beside the measured points."""
+    if tree.runs.empty or tree.comm.empty:
+        return
+    fits, _ = predict.fit_all(tree.runs, tree.comm)
+    curves, measured, validation = [], [], []
+    for fit in fits:
+        for batch in sorted(fit.validation["per_worker_batch"].unique()):
+            label = f"{fit.workload}, b={batch}" + (f" ({fit.hardware})" if len(fits) > 1 else "")
+            curves.append(
+                fit.model.predict(predict.DEFAULT_WORKERS, int(batch)).assign(series=label)
+            )
+            val = fit.validation[fit.validation["per_worker_batch"] == batch]
+            measured.append(
+                val.assign(
+                    series=label, samples_per_s=val["workers"] * batch / val["measured_step_s"]
+                )
+            )
+            validation.append(val.assign(series=label))
+    if not curves:
+        return
+    figs.add(
+        "scaling_model",
+        plots.model_vs_measured(pd.concat(curves), pd.concat(measured)),
+        "Scaling model: predicted vs measured throughput",
+        "Step time = compute (workers=1 runs, linear in batch) + (1 − overlap) × ring all-reduce "
+        "time (alpha-beta fit to comm-bench); throughput = N × b / step time, up to 4096 workers. "
+        "Solid: within the measured worker counts; dashed: extrapolation. `dpsuite predict` "
+        "prints the fitted parameters.",
+    )
+    table = pd.concat(validation)
+    report.findings += findings.model_findings(table)
+    report.tables.append(
+        render.Table(
+            "Scaling model validation",
+            table[["series", "workers", "measured_step_s", "predicted_step_s", "error_pct"]],
+            "Predicted against measured median step time at every measured worker count.",
+        )
+    )
 
 
 def comm_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Report) -> None:
@@ -380,6 +423,7 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Writ
         report.findings += findings.run_status_findings(tree.runs)
         scaling_section(tree, figs, report)
     comm_section(tree, figs, report)
+    model_section(tree, figs, report)
     if not tree.runs.empty:
         sync_section(tree, figs, report)
         convergence_section(tree, figs, report)

@@ -217,3 +217,17 @@ def comm_bench_findings(comm: pd.DataFrame) -> list[str]:
                 f"{int((errors > 0).sum())} message sizes; its timings are not to be trusted."
             )
     return out
+
+
+def model_findings(validation: pd.DataFrame) -> list[str]:
+    """How far the scaling model's step time is from the measured one, where both exist."""
+    multi = validation[validation["workers"] > 1]
+    if multi.empty:
+        return []
+    worst = multi.loc[multi["error_pct"].abs().idxmax()]
+    within = multi["error_pct"].abs().max()
+    return [
+        f"The scaling model predicts the measured multi-worker step times within "
+        f"{within:.0f} % (worst: {worst['series']} at {int(worst['workers'])} workers, "
+        f"{worst['error_pct']:+.0f} %)."
+    ]

@@ -97,8 +97,13 @@ def plain_log_axis(ax: Axes, axis: str = "y") -> None:
     target = ax.yaxis if axis == "y" else ax.xaxis
     (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
     target.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
-    target.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,.6g}"))
+    target.set_major_formatter(ticker.FuncFormatter(plain_number))
     target.set_minor_locator(ticker.NullLocator())
+
+
+def plain_number(v: float, _pos=None) -> str:
+    """1,000,000 rather than 1e+06; small values keep three significant digits."""
+    return f"{v:,.0f}" if v >= 1 else f"{v:.3g}"
 
 
 def human_bytes(n: float) -> str:
@@ -395,4 +400,38 @@ def lr_schedules(series: dict[str, pd.DataFrame], batch: int, warmup_end: float 
     ax.set_xlabel("training step")
     ax.set_ylabel("learning rate")
     ax.set_title(f"Learning rate by step at global batch {batch}")
+    return fig
+
+
+@styled
+def model_vs_measured(curves: pd.DataFrame, measured: pd.DataFrame) -> Figure | None:
+    """Predicted throughput per series (solid where measured, dashed where extrapolated) with
+    the measured points on top."""
+    if curves.empty:
+        return None
+    fig = Figure(figsize=(7.2, 4.6))
+    ax = fig.add_subplot()
+    for i, (label, grp) in enumerate(curves.groupby("series", sort=True)):
+        color = series_color(i)
+        grp = grp.sort_values("workers")
+        inside = grp[~grp["extrapolated"]]
+        # the dashed part starts at the last measured point so the line is continuous
+        outside = grp[grp["workers"] >= inside["workers"].max()] if len(inside) else grp
+        ax.plot(inside["workers"], inside["samples_per_s"], color=color, label=f"{label}: model")
+        ax.plot(outside["workers"], outside["samples_per_s"], color=color, linestyle="--")
+        pts = measured[measured["series"] == label]
+        ax.plot(
+            pts["workers"],
+            pts["samples_per_s"],
+            "o",
+            color=color,
+            markeredgecolor="black",
+            label=f"{label}: measured",
+        )
+    log2_axis(ax, curves["workers"])
+    plain_log_axis(ax, "y")
+    ax.set_xlabel("workers (log2; dashed: extrapolation beyond the measured worker counts)")
+    ax.set_ylabel("throughput (samples/s)")
+    ax.set_title("Scaling model: predicted vs measured throughput")
+    ax.legend(loc="upper left", fontsize=8)
     return fig

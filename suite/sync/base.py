@@ -6,7 +6,7 @@ Per step the loop does::
     strategy.sync_gradients(model)      # gradient exchange outside DDP (parameter server)
     optimizer.step()
     strategy.after_step(model)          # parameter exchange after the step (model averaging)
-    strategy.counter.end_step()         # file this step's bytes, operations and time
+    strategy.counter.end_step()         # file this step's bytes, operations, waiting time
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ class SyncStrategy:
 
     # Rank whose traffic is a server's rather than a worker's (parameter server only).
     server_rank: int | None = None
+    # Steps between the strategy's exchanges: step-time medians are taken over such windows.
+    period: int = 1
 
     def __init__(self, spec: SyncSpec, device: torch.device) -> None:
         self.spec = spec

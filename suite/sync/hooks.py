@@ -1,12 +1,12 @@
 """DDP communication hooks as (state, function) pairs that wrappers can wrap before registration.
 
 DDP takes one hook per model, so every strategy hands its hook to the training loop instead of
-registering it: the loop may wrap it (here: `timed`) and registers the result. Byte counting
-sits inside each strategy's hook, at the tensor that is actually handed to the collective.
+registering it: the loop wraps it (`suite.comm_timer` times it) and registers the result. Byte
+counting sits inside each strategy's hook, at the tensor that is actually handed to the
+collective.
 """
 
 # No `from __future__ import annotations`: DDP inspects hook annotations at registration time.
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,27 +49,3 @@ def counted_allreduce(counter: CommCounter) -> Hook:
         return default_hooks.allreduce_hook(process_group, bucket)
 
     return counted_allreduce_hook
-
-
-def timed(hook: CommHook, counter: CommCounter) -> CommHook:
-    """Wrap ``hook`` so that each bucket's [handed to the hook, gradient ready] interval is noted
-    (buckets the hook communicated for: it counts its collectives when it issues them).
-
-    Host clock: the completion is noted in a ``.then`` callback, which runs on the communication
-    thread when the work (including any decompression the hook chains) is done.
-    """
-    inner = hook.fn
-
-    def timed_hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-        start, ops = time.perf_counter(), counter.pending_ops
-        fut = inner(state, bucket)
-        if counter.pending_ops == ops:  # the hook communicated nothing (a local SGD step)
-            return fut
-
-        def done(fut: torch.futures.Future) -> torch.Tensor:
-            counter.add_interval(start, time.perf_counter())
-            return fut.value()
-
-        return fut.then(done)
-
-    return CommHook(hook.state, timed_hook)

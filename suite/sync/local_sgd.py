@@ -32,6 +32,7 @@ class LocalSGD(SyncStrategy):
             self.averager = averagers.PeriodicModelAverager(
                 period=spec.period, warmup_steps=spec.warmup_steps
             )
+        self.period = spec.period
         self.replicas_in_sync = True  # identical parameters on every rank after this step
 
     def wrap(self, model: nn.Module, bucket_cap_mb: float) -> nn.Module:
