@@ -2,9 +2,10 @@
 
 ``exposed communication = step time - step time without sync``: the same step (zero_grad,
 forward, backward, optimizer step) on the same batches, but under DDP's ``no_sync()`` so no
-gradient is all-reduced. The optimizer really steps, so both timings cover the same work; the
-model, optimizer, loss-scaler and RNG states are restored afterwards, so the training trajectory
-is exactly the one without calibration.
+gradient is all-reduced (a strategy that synchronizes outside DDP's hooks, like the parameter
+server, is told to skip it by ``run_step``). The optimizer really steps, so both timings cover
+the same work; the model, optimizer, loss-scaler and RNG states are restored afterwards, so the
+training trajectory is exactly the one without calibration.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def preserved_state(
 
 
 def time_without_sync(
-    net: DDP,
+    net: nn.Module,
     optimizer: torch.optim.Optimizer,
     precision: Precision,
     run_step: Callable[[Any], Any],
@@ -56,9 +57,14 @@ def time_without_sync(
     steps: int,
     device: torch.device,
 ) -> list[float]:
-    """Durations of ``steps`` training steps under ``no_sync()`` (after ``warmup`` untimed)."""
+    """Durations of ``steps`` training steps under ``no_sync()`` (after ``warmup`` untimed).
+
+    ``net`` is the DDP model, or the bare model of a strategy that does not use DDP.
+    """
     timer = StepTimer(device, warmup=warmup)
-    with preserved_state(net.module, optimizer, precision), net.no_sync():
+    ddp = isinstance(net, DDP)
+    module, quiet = (net.module, net.no_sync()) if ddp else (net, contextlib.nullcontext())
+    with preserved_state(module, optimizer, precision), quiet:
         for i, (_, idx) in enumerate(itertools.islice(batches, warmup + steps)):
             timer.start()
             run_step(idx)

@@ -3,11 +3,14 @@
 The hook does what DDP's default hook does (divide each bucket by the world size, sum-all-reduce
 it, hand the future back) and notes when each bucket's all-reduce was issued and when its future
 completed: host clock on CPU (the completion is noted in a ``.then`` callback, which runs on the
-communication thread the moment the work finishes), CUDA events on GPU.
+communication thread the moment the work finishes), CUDA events on GPU. Any other hook (a
+synchronization strategy's) can be timed the same way: from the bucket handed to the hook to its
+synchronized gradient, compression and decompression included.
 """
 
 # No `from __future__ import annotations` here: DDP checks the hook's annotations at runtime.
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,8 +65,41 @@ class CommTimer:
     _intervals: list[_Interval] = field(default_factory=list)
     _ref: Any = None
 
-    def attach(self, ddp: torch.nn.parallel.DistributedDataParallel) -> None:
-        ddp.register_comm_hook(self, timed_allreduce_hook)
+    def attach(
+        self,
+        ddp: torch.nn.parallel.DistributedDataParallel,
+        hook: Callable | None = None,
+        state: Any = None,
+        issued: Callable[[], int] | None = None,
+    ) -> None:
+        """Register the timed default all-reduce, or ``hook`` (with its ``state``) timed.
+
+        ``issued`` counts the communication operations ``hook`` has issued; a bucket for which
+        it does not grow (a local SGD step: the hook sends nothing) is not timed.
+        """
+        if hook is None:
+            ddp.register_comm_hook(self, timed_allreduce_hook)
+        else:
+            ddp.register_comm_hook(state, self.timed(hook, issued))
+
+    def timed(self, hook: Callable, issued: Callable[[], int] | None = None) -> Callable:
+        """``hook`` with each communicating bucket's [handed over, synchronized] span noted."""
+
+        def timed_hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+            before, span = issued() if issued else None, _Interval(start=self.clock())
+            fut = hook(state, bucket)
+            if issued is not None and issued() == before:
+                return fut
+            self._intervals.append(span)
+            self.calls += 1
+
+            def done(fut: torch.futures.Future) -> torch.Tensor:
+                span.end = self.clock()
+                return fut.value()
+
+            return fut.then(done)
+
+        return timed_hook
 
     def clock(self) -> Any:
         """A point in time: a recorded CUDA event on GPU, the host clock otherwise."""

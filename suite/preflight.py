@@ -21,7 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 from suite.errors import UserError
 
 CONFIG_MODULE = "suite.conf"
-GROUPS = ("workload", "lr_rule", "sweep")
+GROUPS = ("workload", "lr_rule", "sweep", "sync")
 MAX_CHECKED_POINTS = 4096
 
 

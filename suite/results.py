@@ -48,10 +48,12 @@ def config_hash(identity: Mapping[str, Any]) -> str:
 
 def make_run_id(summary: Mapping[str, Any], identity: Mapping[str, Any]) -> str:
     """A readable, stable id: the same config always gives the same id."""
+    sync = summary.get("sync", "allreduce")
     return (
         f"{summary['workload']}-{summary['mode']}-w{summary['workers']}"
         f"-b{summary['global_batch']}-{summary['lr_rule']}-s{summary['seed']}"
-        f"-{config_hash(identity)}"
+        + ("" if sync == "allreduce" else f"-{sync}")
+        + f"-{config_hash(identity)}"
     )
 
 

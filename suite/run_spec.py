@@ -14,6 +14,8 @@ from omegaconf import DictConfig, OmegaConf
 from suite import lr_rules
 from suite.errors import UserError
 from suite.precision import PRECISIONS, unsupported
+from suite.sync.spec import SyncSpec
+from suite.sync.spec import parse as parse_sync
 
 MODES = ("ddp", "simulated")
 DEVICES = ("auto", "cpu", "cuda")
@@ -78,6 +80,7 @@ class RunSpec:
     force: bool
     run_id: str
     config: dict[str, Any] = field(repr=False)
+    sync: SyncSpec = field(default_factory=SyncSpec)
 
     @property
     def run_dir(self) -> Path:
@@ -110,7 +113,7 @@ class RunSpec:
             "bucket_cap_mb",
         )
         d = asdict(self)
-        return {k: d[k] for k in keys}
+        return {**{k: d[k] for k in keys}, "sync": self.sync.name, "sync_label": self.sync.label}
 
     def build_workload(self):  # -> workloads.Workload
         from workloads import get_workload
@@ -237,6 +240,7 @@ def resolve(
         "mode=simulated runs in one process: do not start it under torchrun/srun",
     )
     per_worker, global_batch = _batches(cfg, workers)
+    sync = parse_sync(container.get("sync") or {"name": "allreduce"}, mode)
 
     ref = REGISTRY[w.name].reference
     rule_lr = cfg.lr_rule.get("base_lr")  # a rule on its own LR scale (lars) carries its own
@@ -311,6 +315,7 @@ def resolve(
         "global_batch": global_batch,
         "lr_rule": rule,
         "seed": cfg.seed,
+        "sync": sync.name,
     }
     from suite.results import make_run_id
 
@@ -362,6 +367,7 @@ def resolve(
         force=bool(cfg.force),
         run_id=make_run_id(summary, identity),
         config=container,
+        sync=sync,
     )
 
 
@@ -382,4 +388,6 @@ def _identity(container: dict[str, Any], workers: int, global_batch: int) -> dic
         node.pop(leaf, None)
     ident["workers"], ident["global_batch"] = workers, global_batch
     ident.pop("batch", None)  # per_worker/global are two spellings of one thing
+    if ident.get("sync") == {"name": "allreduce"}:  # the default: all-reduce runs keep their ids
+        ident.pop("sync")
     return ident

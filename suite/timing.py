@@ -49,6 +49,17 @@ def median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def windowed(xs: list[float], k: int) -> list[float]:
+    """Means of consecutive whole windows of ``k`` values (``k`` = 1: the values themselves).
+
+    A median over windows of a strategy's period counts an exchange made every k steps once
+    per window, where a median over single steps would leave it out.
+    """
+    if k <= 1:
+        return list(xs)
+    return [sum(xs[i : i + k]) / k for i in range(0, len(xs) - k + 1, k)]
+
+
 def percentile(xs: list[float], q: float) -> float | None:
     """Nearest-rank percentile (q in [0, 100])."""
     if not xs:

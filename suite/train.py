@@ -14,9 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite import data_memo, progress
+from suite import data_memo, progress, sync
 from suite import distributed as dd
 from suite.calibration import time_without_sync
 from suite.comm_timer import CommStep, CommTimer
@@ -27,7 +26,9 @@ from suite.precision import Precision
 from suite.results import RunWriter
 from suite.run_spec import RunSpec
 from suite.sharding import all_worker_batches, steps_per_epoch, worker_batches
-from suite.timing import StepTimer, median, percentile, sample_indices
+from suite.sync.counter import CommCounter
+from suite.sync.measure import sync_metrics
+from suite.timing import StepTimer, median, percentile, sample_indices, windowed
 
 
 class LossTracker:
@@ -191,20 +192,18 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     train_x, train_y = to_device(data.train_x), to_device(data.train_y)
     eval_x, eval_y = to_device(data.eval_x), to_device(data.eval_y)
 
-    # ---- model: identical on every rank (checked), then wrapped for gradient averaging
+    # ---- model: identical on every rank (checked), then wrapped by the sync strategy
     torch.manual_seed(spec.seed)
     model = workload.build_model().to(device=device, dtype=dtype)
     digest = dd.check_identical_replicas(model)
-    net: nn.Module = model
+    strategy = sync.build(spec.sync, device, distributed=dd.active())
+    net: nn.Module = strategy.wrap(model, spec.bucket_cap_mb)
     comm: CommTimer | None = None  # None: no process group, so nothing to communicate
     if dd.active():
-        net = DDP(
-            model,
-            device_ids=[device.index] if device.type == "cuda" else None,
-            bucket_cap_mb=spec.bucket_cap_mb,
-        )
         comm = CommTimer(device)
-        comm.attach(net)
+        hook = strategy.comm_hook()  # DDP takes one hook: the strategy's, timed
+        if hook is not None:
+            comm.attach(net, hook.fn, hook.state, issued=lambda: strategy.counter.pending_ops)
     optimizer = build_optimizer(spec, model)
 
     # ---- schedule
@@ -232,14 +231,18 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     evals = eval_steps(spe, spec.epochs, spec.evals_per_epoch, total_steps)
     fused = spec.mode == "simulated" and not has_batch_dependent_layers(model)
 
-    def run_step(idx) -> torch.Tensor:
+    def run_step(idx, synchronize: bool = True) -> torch.Tensor:
         """One training step: the unit that is timed, with and without gradient sync."""
         optimizer.zero_grad(set_to_none=True)
         if spec.mode == "simulated":
             loss = simulated_step(model, workload, train_x, train_y, idx, fused, amp)
         else:
             loss = ddp_step(net, workload, train_x, train_y, idx, amp)
+            if synchronize:
+                strategy.sync_gradients(model)
         amp.step(optimizer)
+        if synchronize:
+            strategy.after_step(model)
         return loss
 
     if writer:
@@ -262,7 +265,8 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
 
     def record_eval(train_loss: float) -> bool:
         """Evaluate, log a row; False when the model has diverged."""
-        eval_loss, eval_acc = evaluate(model, workload, eval_x, eval_y, ranks, device, amp)
+        shown = strategy.eval_model(model)  # local SGD between averages: the replicas' mean
+        eval_loss, eval_acc = evaluate(shown, workload, eval_x, eval_y, ranks, device, amp)
         row = {
             "epoch": round(step / spe, 4),
             "step": step,
@@ -293,14 +297,14 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
             net,
             optimizer,
             amp,
-            run_step,
+            lambda idx: run_step(idx, synchronize=False),
             batches(spec, ranks, data.num_train, warm + spec.calibration_steps),
             warm,
             spec.calibration_steps,
             device,
         )
-        if comm.calls != calls:
-            raise RuntimeError("gradients were all-reduced during the no_sync calibration")
+        if comm.calls != calls or strategy.counter.pending_ops:
+            raise RuntimeError("gradients were synchronized during the no_sync calibration")
 
     # ---- the loop
     comm_steps: list[CommStep] = []
@@ -313,6 +317,7 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
             comm.begin_step()
         loss = run_step(idx)
         timer.stop(step)
+        strategy.counter.end_step()
         if comm is not None:
             comm_step = comm.end_step()
             if timer.last_kept:
@@ -336,12 +341,15 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
             break
 
     # ---- measurements: per-step max across ranks, throughput from the slowest rank's wall time
-    timing, per_step = timing_metrics(spec, timer, comm_steps, no_sync_times, comm, device)
-    metrics = {**timing, **training_metrics(spec, log, step)}
+    timing, per_step = timing_metrics(
+        spec, timer, comm_steps, no_sync_times, comm, device, strategy.counter, strategy.period
+    )
+    metrics = {**timing, **training_metrics(spec, log, step), **sync_metrics(strategy, device)}
+    final_model = strategy.eval_model(model)  # on every rank: it may communicate
     if writer:
         writer.write_steps(step_rows(spec, timer, per_step, lrs))
         if spec.save_params:
-            save_params(model, writer.dir / "params.npz")
+            save_params(final_model, writer.dir / "params.npz")
         writer.finish(status, error=error, metrics=metrics, wall_time_s=time.perf_counter() - wall0)
     return status  # DDP's reducer dies with this frame, before the group is destroyed
 
@@ -353,18 +361,23 @@ def timing_metrics(
     no_sync_times: list[float],
     comm: CommTimer | None,
     device: torch.device,
+    counter: CommCounter,
+    period: int = 1,
 ) -> tuple[dict[str, Any], list[list[float]]]:
     """Step-time metrics, and per timed step [step_s, comm_s, compute_s], each max across ranks.
 
     Throughput is global samples over the slowest rank's summed step time, never rank 0 x N.
-    Per step, comm_s is the time the gradient all-reduce was in flight and compute_s the step
-    time without the communication still in flight after the last gradient was ready.
+    Per step, comm_s is the time communication was in flight (the hook's all-reduces, plus any
+    exchange the strategy waits for outside the backward pass) and compute_s the step time
+    without the communication it waited for. Medians are taken over windows of ``period`` steps
+    (per step), so that an exchange made every ``period`` steps counts at its real weight.
     """
     durations = timer.durations
     if comm is not None:
-        comm_s = [c.busy_s for c in comm_steps]
-        compute_s = [d - c.tail_s for d, c in zip(durations, comm_steps, strict=True)]
-        tail_s = [c.tail_s for c in comm_steps]
+        waited = [counter.steps[i].blocking_s for i in timer.steps]  # outside the hooks
+        comm_s = [c.busy_s + w for c, w in zip(comm_steps, waited, strict=True)]
+        tail_s = [c.tail_s + w for c, w in zip(comm_steps, waited, strict=True)]
+        compute_s = [d - t for d, t in zip(durations, tail_s, strict=True)]
     else:  # one process: nothing is communicated
         comm_s, compute_s, tail_s = [0.0] * len(durations), list(durations), [0.0] * len(durations)
     per_step = _max_across_ranks([durations, comm_s, compute_s, tail_s], device)
@@ -373,11 +386,11 @@ def timing_metrics(
     samples_per_s = (
         len(durations) * spec.global_batch / slowest_total if slowest_total > 0 else None
     )
-    step_time = median(step_max)
+    step_time = median(windowed(step_max, period))
     if comm is None:
         no_sync_time = step_time
     else:
-        no_sync_time = median(_max_across_ranks([no_sync_times], device)[0])
+        no_sync_time = median(windowed(_max_across_ranks([no_sync_times], device)[0], period))
     exposed = None
     if step_time is not None and no_sync_time is not None:
         # Noise can make the difference slightly negative; no sync cannot cost time.
@@ -389,9 +402,9 @@ def timing_metrics(
         "step_time_p90_s": percentile(step_max, 90),
         "step_time_min_s": min(step_max) if step_max else None,
         "compute_time_s": no_sync_time,
-        "comm_time_s": median(comm_max),
+        "comm_time_s": median(windowed(comm_max, period)),
         "comm_time_p90_s": percentile(comm_max, 90),
-        "comm_tail_s": median(tail_max),
+        "comm_tail_s": median(windowed(tail_max, period)),
         "exposed_comm_s": exposed,
         "comm_fraction": exposed / step_time if exposed is not None and step_time else None,
         "step_time_no_sync_s": no_sync_time if comm is not None else None,

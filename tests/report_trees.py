@@ -76,7 +76,12 @@ def write_run(
     workload: str = "mnist1d_mlp",
     epochs: int = EPOCHS,
     compute_s: float = COMPUTE_S,
+    sync: str | None = None,
+    sync_label: str | None = None,
+    sync_metrics: dict | None = None,
 ) -> Path:
+    """One run. Without ``sync`` the record has no strategy keys, like results from before
+    strategies were recorded."""
     batch = workers * PER_WORKER
     summary = {
         "workload": workload,
@@ -95,6 +100,8 @@ def write_run(
         "device": "cpu",
         "target_acc": TARGET,
     }
+    if sync is not None:
+        summary.update(sync=sync, sync_label=sync_label or sync)
     run_id = results.make_run_id(summary, {**summary, "tag": tag, "host": host})
     writer = results.RunWriter(root / run_id)
     writer.start(
@@ -157,6 +164,7 @@ def write_run(
         "steps_to_target": steps_to_target,
         "epochs_to_target": None if steps_to_target is None else steps_to_target / STEPS_PER_EPOCH,
         "grad_noise_scale": None,
+        **(sync_metrics or {}),
     }
     err = "non-finite eval loss at step 20 (epoch 2)" if status == "diverged" else None
     writer.finish(status, error=err, metrics=metrics)
@@ -252,3 +260,55 @@ def write_failures(root: Path) -> dict[str, Path]:
         "epochs": garbage_epochs,
         "steps": bad_steps,
     }
+
+
+# Synchronization strategies: per strategy label, its `sync` name and per worker count
+# (samples/s, bytes per step per worker, server bytes per step, final accuracy).
+GRAD = 315_432  # the MNIST-1D MLP's gradient in fp32: 78,858 parameters x 4 bytes
+ONE_WORKER = (1000.0, 0, None, 0.90)
+SYNC = {
+    "allreduce": (
+        "allreduce",
+        {1: ONE_WORKER, 2: (1800.0, GRAD, None, 0.90), 4: (3000.0, GRAD, None, 0.89)},
+    ),
+    "param_server": (
+        "param_server",
+        {
+            1: ONE_WORKER,
+            2: (1500.0, 2 * GRAD, 2 * GRAD, 0.90),
+            4: (1600.0, 2 * GRAD, 6 * GRAD, 0.89),
+        },
+    ),
+    "local_sgd (period 4)": (
+        "local_sgd",
+        {1: ONE_WORKER, 2: (1950.0, GRAD / 4, None, 0.88), 4: (3600.0, GRAD / 4, None, 0.87)},
+    ),
+    "fp16": (
+        "fp16",
+        {1: ONE_WORKER, 2: (1850.0, GRAD / 2, None, 0.90), 4: (3200.0, GRAD / 2, None, 0.89)},
+    ),
+    "powersgd (rank 1, from step 10)": (
+        "powersgd",
+        {1: ONE_WORKER, 2: (1700.0, 6384, None, 0.87), 4: (2900.0, 6384, None, 0.85)},
+    ),
+}
+
+
+def write_sync(root: Path) -> None:
+    """A `sync` sweep: five strategies on 1, 2 and 4 workers."""
+    for label, (name, by_workers) in SYNC.items():
+        for workers, (tput, nbytes, server, acc) in by_workers.items():
+            write_run(
+                root,
+                workers=workers,
+                samples_per_s=tput,
+                final_acc=acc,
+                epochs=1,
+                sync=name,
+                sync_label=label,
+                sync_metrics={
+                    "bytes_per_step": nbytes,
+                    "server_bytes_per_step": server if workers > 1 else None,
+                    "collectives_per_step": 0 if workers == 1 else 1,
+                },
+            )

@@ -10,7 +10,7 @@ import pandas as pd
 
 from suite import predict
 from suite.errors import UserError
-from suite.report import data, findings, plots, render
+from suite.report import data, findings, plots, render, strategies
 
 # Every PNG a report can write starts with one of these; older ones are removed on regeneration.
 PLOT_NAMES = (
@@ -22,6 +22,9 @@ PLOT_NAMES = (
     "training_curves",
     "steps_to_target",
     "lr_schedule",
+    "sync_throughput",
+    "sync_bytes",
+    "sync_tradeoff",
     "scaling_model",
 )
 REFERENCE_RESULTS = Path("results/reference")
@@ -301,6 +304,54 @@ def convergence_section(tree: data.ResultsTree, figs: FigureWriter, report: rend
     report.tables.append(render.Table("Final accuracy by LR rule and global batch", table[cols]))
 
 
+def sync_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Report) -> None:
+    """Synchronization strategies compared: only when the results hold such runs."""
+    table = strategies.sync_table(tree.runs)
+    if table.empty:
+        return
+    groups = list(table.groupby("group", sort=True))
+    for label, group in groups:
+        suffix = f"-{slug(label)}" if len(groups) > 1 else ""
+        about = f" ({label})" if len(groups) > 1 else ""
+        figs.add(
+            f"sync_throughput{suffix}",
+            strategies.throughput_by_strategy(group, f"Throughput by synchronization{about}"),
+            f"Throughput per synchronization strategy vs workers{about}",
+            "Median measured samples/s of the complete runs of each strategy. With one worker "
+            "nothing is communicated, so every strategy starts from the same point.",
+        )
+        figs.add(
+            f"sync_bytes{suffix}",
+            strategies.bytes_by_strategy(group, f"Bytes communicated per step{about}"),
+            f"Bytes per step per strategy{about}",
+            "Bytes each worker hands to communication per training step, counted by the suite "
+            "inside each strategy (a collective's tensor once; a point-to-point send or receive "
+            "each; local SGD's averages spread over the steps between them). Hatched: the "
+            "parameter server's own traffic. Runs with one worker communicate nothing.",
+        )
+        figs.add(
+            f"sync_tradeoff{suffix}",
+            strategies.accuracy_vs_bytes(group, f"Final accuracy vs communication{about}"),
+            f"Final accuracy vs bytes communicated{about}",
+            "Each strategy's final test accuracy against its bytes per step per worker (log "
+            "scale), one panel per worker count. Filled points are on the frontier: more than "
+            "1 point more accurate than every strategy that communicates less; hollow points "
+            "are not worth their extra bytes.",
+        )
+        report.findings += [
+            f"{label}: {s}" if len(groups) > 1 else s for s in strategies.findings(group)
+        ]
+    report.tables.append(
+        render.Table(
+            "Synchronization strategies",
+            strategies.table_for_report(table),
+            "Medians per strategy and worker count. Bytes are per step per worker (the server's "
+            "separately); comm: time the strategy's communication was in flight per step; "
+            "exposed comm: the part of the step it added, where measured.",
+        )
+    )
+
+
 def lr_section(
     tree: data.ResultsTree, group: pd.DataFrame, suffix: str, about: str, figs: FigureWriter
 ) -> None:
@@ -344,14 +395,16 @@ def runs_tables(tree: data.ResultsTree, report: render.Report) -> None:
             "workers": runs["workers"],
             "global_batch": runs["global_batch"],
             "lr_rule": runs["lr_rule"],
+            "sync": runs["sync_label"],
             "seed": runs["seed"],
             "samples_per_s": runs["samples_per_s"],
             "step_time_ms": 1e3 * runs["step_time_s"],
             "final_acc_pct": 100 * runs["final_eval_acc"],
         }
     )
-    if listing["machine"].nunique() <= 1:
-        listing = listing.drop(columns="machine")
+    for col in ("machine", "sync"):
+        if listing[col].nunique() <= 1:
+            listing = listing.drop(columns=col)
     report.tables.append(
         render.Table("All runs", listing, "Every column of every run is in `summary.csv`.")
     )
@@ -372,6 +425,7 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Writ
     comm_section(tree, figs, report)
     model_section(tree, figs, report)
     if not tree.runs.empty:
+        sync_section(tree, figs, report)
         convergence_section(tree, figs, report)
         runs_tables(tree, report)
         data.summary_frame(tree.runs).to_csv(out / "summary.csv", index=False)

@@ -30,6 +30,8 @@ RUN_COLUMNS = [
     "per_worker_batch",
     "global_batch",
     "lr_rule",
+    "sync",
+    "sync_label",
     "base_lr",
     "base_batch",
     "peak_lr",
@@ -49,6 +51,9 @@ RUN_COLUMNS = [
     "comm_time_s",
     "exposed_comm_s",
     "comm_fraction",
+    "bytes_per_step",
+    "server_bytes_per_step",
+    "collectives_per_step",
     "steps",
     "final_train_loss",
     "final_eval_loss",
@@ -76,6 +81,8 @@ TEXT_COLUMNS = {
     "workload",
     "mode",
     "lr_rule",
+    "sync",
+    "sync_label",
     "precision",
     "device",
     "schedule",
@@ -86,7 +93,7 @@ NUMERIC_COLUMNS = [
 ]
 RULE_ORDER = ("naive", "linear", "linear_warmup", "sqrt", "lars")
 # Scaling series: runs that differ only in worker count.
-SCALING_KEY = ["machine", "workload", "per_worker_batch", "precision", "device"]
+SCALING_KEY = ["machine", "workload", "per_worker_batch", "precision", "device", "sync_label"]
 # Convergence groups: runs of one training recipe that differ in global batch and LR rule.
 CONVERGENCE_KEY = [
     "machine",
@@ -97,6 +104,7 @@ CONVERGENCE_KEY = [
     "base_batch",
     "schedule",
     "precision",
+    "sync_label",
 ]
 
 
@@ -178,6 +186,9 @@ def tidy_runs(runs: pd.DataFrame) -> pd.DataFrame:
         runs[col] = pd.to_numeric(runs[col], errors="coerce")
     for col in ("workload", "mode", "lr_rule", "precision", "device", "schedule"):
         runs[col] = runs[col].fillna("?").astype(str)
+    # Runs from before synchronization strategies were recorded all used all-reduce.
+    runs["sync"] = runs["sync"].fillna("allreduce").astype(str)
+    runs["sync_label"] = runs["sync_label"].fillna(runs["sync"]).astype(str)
     runs["machine"] = runs.apply(machine_label, axis=1) if not runs.empty else []
     return runs
 
@@ -219,6 +230,8 @@ def scaling_table(
     the smallest worker count measured (1 in a normal sweep). Legend labels name the key parts
     that differ between series, plus ``always``.
     """
+    if "sync_label" not in runs.columns:  # a frame not read through tidy_runs
+        runs = runs.assign(sync_label="allreduce")
     ok = runs[
         (runs["mode"] == "ddp")
         & (runs["status"] == "complete")
@@ -271,6 +284,7 @@ COLUMN_NAMES = {
     "base_lr": "base LR",
     "base_batch": "base batch",
     "schedule": "schedule",
+    "sync_label": "synchronization",
 }
 
 

@@ -1,0 +1,83 @@
+"""The interface the training loop calls on a synchronization strategy, and the shared pieces.
+
+Per step the loop does::
+
+    loss = forward_backward(net)        # DDP runs the strategy's hook during backward, if any
+    strategy.sync_gradients(model)      # gradient exchange outside DDP (parameter server)
+    optimizer.step()
+    strategy.after_step(model)          # parameter exchange after the step (model averaging)
+    strategy.counter.end_step()         # file this step's bytes, operations, waiting time
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from suite.sync.counter import CommCounter
+from suite.sync.hooks import CommHook
+from suite.sync.spec import SyncSpec
+from suite.timing import sync as device_sync
+
+
+def ddp_wrap(model: nn.Module, device: torch.device, bucket_cap_mb: float) -> DDP:
+    return DDP(
+        model,
+        device_ids=[device.index] if device.type == "cuda" else None,
+        bucket_cap_mb=bucket_cap_mb,
+    )
+
+
+class SyncStrategy:
+    """Base class of the strategies; on its own, no communication (a run with one worker)."""
+
+    # Rank whose traffic is a server's rather than a worker's (parameter server only).
+    server_rank: int | None = None
+    # Steps between the strategy's exchanges: step-time medians are taken over such windows.
+    period: int = 1
+
+    def __init__(self, spec: SyncSpec, device: torch.device) -> None:
+        self.spec = spec
+        self.device = device
+        self.counter = CommCounter()
+
+    def wrap(self, model: nn.Module, bucket_cap_mb: float) -> nn.Module:
+        """The module the loop runs forward and backward through."""
+        return model
+
+    def comm_hook(self) -> CommHook | None:
+        """The DDP communication hook to register on the wrapped model (None: DDP's own)."""
+        return None
+
+    def sync_gradients(self, model: nn.Module) -> None:
+        """Called after backward, before the optimizer step."""
+
+    def after_step(self, model: nn.Module) -> None:
+        """Called after the optimizer step."""
+
+    def eval_model(self, model: nn.Module) -> nn.Module:
+        """The model to evaluate and save; called on every rank at the same points."""
+        return model
+
+    def blocking(self) -> BlockingTimer:
+        """Time communication this strategy waits for outside DDP's hooks."""
+        return BlockingTimer(self.counter, self.device)
+
+
+class BlockingTimer:
+    """Context manager: adds the synchronized wall time of its block to the counter."""
+
+    def __init__(self, counter: CommCounter, device: torch.device) -> None:
+        self.counter, self.device = counter, device
+
+    def __enter__(self) -> BlockingTimer:
+        device_sync(self.device)
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        device_sync(self.device)
+        self.counter.add_blocking(time.perf_counter() - self._t0)

@@ -1,0 +1,67 @@
+"""The `sync` config group: run ids, run.json keys, and the `sync` sweep preset."""
+
+from __future__ import annotations
+
+import itertools
+
+from hydra import compose, initialize_config_module
+from omegaconf import open_dict
+
+from suite import run_spec
+from suite.preflight import compose_config
+
+
+def resolved(*overrides: str) -> run_spec.RunSpec:
+    return run_spec.resolve(compose_config(list(overrides)))
+
+
+def test_run_id_follows_the_sync_config(tmp_path):
+    out = f"results_dir={tmp_path}"
+    ids = {
+        resolved(out, "workers=2", *o).run_id
+        for o in [
+            [],
+            ["sync=param_server"],
+            ["sync=local_sgd"],
+            ["sync=local_sgd", "sync.period=8"],
+            ["sync=fp16"],
+            ["sync=powersgd"],
+            ["sync=powersgd", "sync.rank=4"],
+        ]
+    }
+    assert len(ids) == 7
+    assert "-local_sgd-" in resolved(out, "workers=2", "sync=local_sgd").run_id
+    assert "allreduce" not in resolved(out, "workers=2").run_id
+
+
+def test_allreduce_runs_keep_the_ids_they_had_before_the_sync_group(tmp_path):
+    cfg = compose_config([f"results_dir={tmp_path}", "workers=2"])
+    with_group = run_spec.resolve(cfg).run_id
+    with open_dict(cfg):
+        del cfg["sync"]  # a config from before strategies existed
+    assert run_spec.resolve(cfg).run_id == with_group
+
+
+def test_run_json_names_the_strategy_at_top_level(tmp_path):
+    spec = resolved(f"results_dir={tmp_path}", "workers=2", "sync=local_sgd", "sync.period=8")
+    summary = spec.summary()
+    assert summary["sync"] == "local_sgd"
+    assert summary["sync_label"] == "local_sgd (period 8)"
+    assert spec.config["sync"] == {"name": "local_sgd", "period": 8, "warmup_steps": 0}
+
+
+def test_sync_sweep_preset_is_a_valid_grid(tmp_path):
+    """`dpsuite run -m +sweep=sync`: every point of the preset's grid resolves, ids distinct."""
+    with initialize_config_module(config_module="suite.conf", version_base=None):
+        cfg = compose("config", overrides=["+sweep=sync"], return_hydra_config=True)
+    params = cfg.hydra.sweeper.params
+    axes = {key: str(value).split(",") for key, value in params.items()}
+    assert set(axes["sync"]) == {"allreduce", "param_server", "local_sgd", "fp16", "powersgd"}
+    assert axes["workers"] == ["1", "2", "4"]
+    assert len(axes["workload"]) == 1
+    ids = set()
+    for point in itertools.product(*([f"{k}={v}" for v in vs] for k, vs in axes.items())):
+        spec = resolved("+sweep=sync", *point, f"results_dir={tmp_path}")
+        assert spec.mode == "ddp"
+        ids.add(spec.run_id)
+    assert len(ids) == 15

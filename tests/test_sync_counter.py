@@ -1,0 +1,29 @@
+"""The per-step communication tally, and step-time medians over a strategy's period."""
+
+from __future__ import annotations
+
+import pytest
+
+from suite.sync.counter import CommCounter
+from suite.timing import median, windowed
+
+
+def test_counter_files_each_step_and_starts_afresh():
+    c = CommCounter()
+    c.add(100)
+    c.add(50, ops=3)
+    c.add_blocking(0.25)
+    first = c.end_step()
+    assert (first.bytes, first.ops, first.blocking_s) == (150, 4, pytest.approx(0.25))
+    assert c.pending_ops == 0 and c.end_step().bytes == 0
+    assert c.total_bytes == 150 and c.total_ops == 4
+
+
+def test_a_periodic_exchange_counts_in_windowed_medians():
+    # Averaging every 4th step (4 s) on top of 1 s steps: a per-step median would show none of
+    # it; the median over whole periods shows 1 s of it per step.
+    comm = [0.0, 0.0, 0.0, 4.0] * 5
+    assert median(comm) == 0.0
+    assert median(windowed(comm, 4)) == pytest.approx(1.0)
+    assert windowed([1.0, 2.0, 3.0], 1) == [1.0, 2.0, 3.0]
+    assert windowed([1.0, 3.0, 5.0], 2) == [2.0]  # only whole windows
