@@ -69,6 +69,7 @@ class RunSpec:
     start_method: str
     timing_warmup_steps: int
     calibration_steps: int
+    comm_hook: bool
     max_recorded_steps: int
     results_dir: str
     cache_dir: str
@@ -335,6 +336,7 @@ def resolve(
         calibration_steps=_positive_int(
             cfg.timing.calibration_steps, "timing.calibration_steps", 0
         ),
+        comm_hook=bool(cfg.timing.comm_hook),
         max_recorded_steps=_positive_int(
             cfg.timing.max_recorded_steps, "timing.max_recorded_steps"
         ),

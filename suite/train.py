@@ -173,15 +173,17 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     model = workload.build_model().to(device=device, dtype=dtype)
     digest = dd.check_identical_replicas(model)
     net: nn.Module = model
-    comm: CommTimer | None = None  # None: no process group, so nothing to communicate
-    if dd.active():
+    communicates = dd.active()  # no process group: nothing to communicate
+    comm: CommTimer | None = None
+    if communicates:
         net = DDP(
             model,
             device_ids=[device.index] if device.type == "cuda" else None,
             bucket_cap_mb=spec.bucket_cap_mb,
         )
-        comm = CommTimer(device)
-        comm.attach(net)
+        if spec.comm_hook:  # else DDP's built-in all-reduce, untimed
+            comm = CommTimer(device)
+            comm.attach(net)
     optimizer = torch.optim.SGD(
         model.parameters(),
         lr=spec.base_lr,
@@ -266,8 +268,8 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     # ---- calibration: the same steps without gradient sync, state restored afterwards
     net.train()
     no_sync_times: list[float] = []
-    if comm is not None and spec.calibration_steps > 0:
-        calls = comm.calls
+    if communicates and spec.calibration_steps > 0:
+        calls = comm.calls if comm else 0
         warm = spec.timing_warmup_steps
         no_sync_times = time_without_sync(
             net,
@@ -279,7 +281,7 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
             spec.calibration_steps,
             device,
         )
-        if comm.calls != calls:
+        if comm and comm.calls != calls:
             raise RuntimeError("gradients were all-reduced during the no_sync calibration")
 
     # ---- the loop
@@ -305,12 +307,18 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         if checkpoint and not math.isfinite(tracker.sync()):
             status, error = "diverged", f"non-finite training loss by step {step} (epoch {epoch})"
             break
-        if step in evals and not record_eval(tracker.take_window()):
-            status, error = "diverged", f"non-finite eval loss at step {step} (epoch {epoch})"
-            break
+        if step in evals:
+            if not record_eval(tracker.take_window()):
+                status, error = "diverged", f"non-finite eval loss at step {step} (epoch {epoch})"
+                break
+            # Rank 0 has just written results; without this the other ranks would wait for it
+            # inside the next timed step's all-reduce, and the writing would count as training.
+            dd.barrier()
 
     # ---- measurements: per-step max across ranks, throughput from the slowest rank's wall time
-    timing, per_step = timing_metrics(spec, timer, comm_steps, no_sync_times, comm, device)
+    timing, per_step = timing_metrics(
+        spec, timer, comm_steps if comm else None, no_sync_times, communicates, device
+    )
     metrics = {**timing, **training_metrics(spec, log, step)}
     if writer:
         writer.write_steps(step_rows(spec, timer, per_step, lrs))
@@ -323,39 +331,44 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
 def timing_metrics(
     spec: RunSpec,
     timer: StepTimer,
-    comm_steps: list[CommStep],
+    comm_steps: list[CommStep] | None,
     no_sync_times: list[float],
-    comm: CommTimer | None,
+    communicates: bool,
     device: torch.device,
-) -> tuple[dict[str, Any], list[list[float]]]:
+) -> tuple[dict[str, Any], list[list[float | None]]]:
     """Step-time metrics, and per timed step [step_s, comm_s, compute_s], each max across ranks.
 
     Throughput is global samples over the slowest rank's summed step time, never rank 0 x N.
     Per step, comm_s is the time the gradient all-reduce was in flight and compute_s the step
-    time without the communication still in flight after the last gradient was ready.
+    time without the communication still in flight after the last gradient was ready; both are
+    None when communication was not timed (``comm_steps`` None: DDP's built-in all-reduce).
     """
     durations = timer.durations
-    if comm is not None:
-        comm_s = [c.busy_s for c in comm_steps]
-        compute_s = [d - c.tail_s for d, c in zip(durations, comm_steps, strict=True)]
-        tail_s = [c.tail_s for c in comm_steps]
-    else:  # one process: nothing is communicated
-        comm_s, compute_s, tail_s = [0.0] * len(durations), list(durations), [0.0] * len(durations)
-    per_step = _max_across_ranks([durations, comm_s, compute_s, tail_s], device)
-    step_max, comm_max, _, tail_max = per_step
-    slowest_total = _max_across_ranks([[sum(durations)]], device)[0][0]
-    samples_per_s = (
-        len(durations) * spec.global_batch / slowest_total if slowest_total > 0 else None
-    )
-    step_time = median(step_max)
-    if comm is None:
-        no_sync_time = step_time
+    n = len(durations)
+    if not communicates:
+        comm_s, tail_s = [0.0] * n, [0.0] * n
+    elif comm_steps is not None:
+        comm_s, tail_s = [c.busy_s for c in comm_steps], [c.tail_s for c in comm_steps]
     else:
+        comm_s = tail_s = None
+    columns = [durations]
+    if comm_s is not None and tail_s is not None:
+        columns += [comm_s, [d - t for d, t in zip(durations, tail_s, strict=True)], tail_s]
+    per_step = _max_across_ranks(columns, device)
+    step_max = per_step[0]
+    comm_max, compute_max, tail_max = per_step[1:] if len(per_step) > 1 else ([None] * n,) * 3
+    slowest_total = _max_across_ranks([[sum(durations)]], device)[0][0]
+    samples_per_s = n * spec.global_batch / slowest_total if slowest_total > 0 else None
+    step_time = median(step_max)
+    if communicates:
         no_sync_time = median(_max_across_ranks([no_sync_times], device)[0])
+    else:
+        no_sync_time = step_time
     exposed = None
     if step_time is not None and no_sync_time is not None:
         # Noise can make the difference slightly negative; no sync cannot cost time.
         exposed = max(0.0, step_time - no_sync_time)
+    measured = comm_s is not None
     metrics = {
         "samples_per_s": samples_per_s,
         "samples_per_s_per_worker": samples_per_s / spec.workers if samples_per_s else None,
@@ -363,17 +376,17 @@ def timing_metrics(
         "step_time_p90_s": percentile(step_max, 90),
         "step_time_min_s": min(step_max) if step_max else None,
         "compute_time_s": no_sync_time,
-        "comm_time_s": median(comm_max),
-        "comm_time_p90_s": percentile(comm_max, 90),
-        "comm_tail_s": median(tail_max),
+        "comm_time_s": median(comm_max) if measured else None,
+        "comm_time_p90_s": percentile(comm_max, 90) if measured else None,
+        "comm_tail_s": median(tail_max) if measured else None,
         "exposed_comm_s": exposed,
         "comm_fraction": exposed / step_time if exposed is not None and step_time else None,
-        "step_time_no_sync_s": no_sync_time if comm is not None else None,
+        "step_time_no_sync_s": no_sync_time if communicates else None,
         "calibration_steps": len(no_sync_times),
-        "comm_buckets": max((c.buckets for c in comm_steps), default=0),
-        "timed_steps": len(durations),
+        "comm_buckets": max((c.buckets for c in comm_steps or []), default=None),
+        "timed_steps": n,
     }
-    return metrics, [list(row) for row in zip(step_max, comm_max, per_step[2], strict=True)]
+    return metrics, [list(row) for row in zip(step_max, comm_max, compute_max, strict=True)]
 
 
 def _max_across_ranks(columns: list[list[float]], device: torch.device) -> list[list[float]]:
@@ -401,7 +414,9 @@ def training_metrics(spec: RunSpec, log: EvalLog, step: int) -> dict[str, Any]:
     }
 
 
-def step_rows(spec: RunSpec, timer: StepTimer, per_step: list[list[float]], lrs: list[float]):
+def step_rows(
+    spec: RunSpec, timer: StepTimer, per_step: list[list[float | None]], lrs: list[float]
+):
     for i in sample_indices(len(per_step), spec.max_recorded_steps):
         step = timer.steps[i]
         step_s, comm_s, compute_s = per_step[i]

@@ -175,3 +175,14 @@ def test_one_worker_communicates_nothing_and_bf16_runs(dpsuite, tmp_path):
     assert m["compute_time_s"] == m["step_time_s"] and m["calibration_steps"] == 0
     steps = pd.read_csv(only_run(tmp_path) / "steps.csv")
     assert (steps["comm_s"] == 0).all() and (steps["compute_s"] == steps["step_time_s"]).all()
+
+
+def test_untimed_builtin_allreduce_still_measures_exposed_comm(tmp_path):
+    args = ["run", *SMALL, "workers=2", "train.max_steps=15", "timing.comm_hook=false"]
+    proc = run_subprocess(*args, "timing.calibration_steps=3", f"results_dir={tmp_path}")
+    assert proc.returncode == 0, proc.stderr
+    m = read_run(only_run(tmp_path))["metrics"]
+    assert m["comm_time_s"] is None and m["comm_buckets"] is None
+    assert m["calibration_steps"] == 3 and m["exposed_comm_s"] is not None
+    steps = pd.read_csv(only_run(tmp_path) / "steps.csv")
+    assert steps["comm_s"].isna().all() and (steps["step_time_s"] > 0).all()
