@@ -1,4 +1,5 @@
-"""Developer and user sessions: `nox -s tests`, `nox -s demo`, `nox -s lint`.
+"""Developer and user sessions: `nox -s tests`, `nox -s demo`, `nox -s lint`, `nox -s bench`,
+`nox -s overhead`.
 
 Each session installs what it needs into its own virtualenv. On a machine without CUDA, torch
 comes from PyTorch's CPU index (a ~200 MB wheel) rather than PyPI's default multi-GB CUDA build.
@@ -55,3 +56,27 @@ def demo(session: nox.Session) -> None:
     """The main job on a fresh machine."""
     install_suite(session)
     session.run("dpsuite", "demo", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """pytest-benchmark benchmarks (tests/bench): all-reduce sizes, one step per workload."""
+    install_suite(session, "[dev]")
+    out = session.posargs[0] if session.posargs else ".benchmarks/bench.json"
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    # addopts skips benchmarks in the default test run; here they are all that runs.
+    session.run(
+        "pytest",
+        "-o",
+        "addopts=-ra",
+        "tests/bench",
+        "--benchmark-only",
+        f"--benchmark-json={out}",
+    )
+
+
+@nox.session
+def overhead(session: nox.Session) -> None:
+    """Suite vs bare PyTorch: throughput ratio (DDP loop) and busbw ratio (all-reduce loop)."""
+    install_suite(session)
+    session.run("python", "tests/bench/overhead.py", *session.posargs)
