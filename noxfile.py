@@ -1,4 +1,5 @@
-"""Developer and user sessions: `nox -s tests`, `nox -s demo`, `nox -s lint`, and report helpers.
+"""Developer and user sessions: `nox -s tests`, `nox -s demo`, `nox -s lint`, `nox -s bench`,
+`nox -s overhead`, and report helpers.
 
 Each session installs what it needs into its own virtualenv. On a machine without CUDA, torch
 comes from PyTorch's CPU index (a ~200 MB wheel) rather than PyPI's default multi-GB CUDA build.
@@ -50,16 +51,6 @@ def stress(session: nox.Session) -> None:
 
 
 @nox.session
-def bench(session: nox.Session) -> None:
-    """Benchmarks (pytest-benchmark under tests/bench): e.g. sweep overhead vs a bare loop."""
-    install_suite(session, "[dev]")
-    # The project's pytest options skip benchmarks by default; here they are what runs.
-    session.run(
-        "pytest", "tests/bench", "-o", "addopts=", "--benchmark-only", "-s", *session.posargs
-    )
-
-
-@nox.session
 def lint(session: nox.Session) -> None:
     """ruff lint and format check."""
     session.install("ruff==0.17.6")  # pinned: formatting differs across releases
@@ -90,3 +81,27 @@ def reference_report(session: nox.Session) -> None:
     """Regenerate reports/reference/ from the committed results/reference/."""
     install_suite(session)
     session.run("dpsuite", "report", "results/reference", "--out", "reports/reference")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """pytest-benchmark benchmarks (tests/bench): all-reduce, training steps, sweep overhead."""
+    install_suite(session, "[dev]")
+    out = session.posargs[0] if session.posargs else ".benchmarks/bench.json"
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    # addopts skips benchmarks in the default test run; here they are all that runs.
+    session.run(
+        "pytest",
+        "-o",
+        "addopts=-ra",
+        "tests/bench",
+        "--benchmark-only",
+        f"--benchmark-json={out}",
+    )
+
+
+@nox.session
+def overhead(session: nox.Session) -> None:
+    """Suite vs bare PyTorch: throughput ratio (DDP loop) and busbw ratio (all-reduce loop)."""
+    install_suite(session)
+    session.run("python", "tests/bench/overhead.py", *session.posargs)

@@ -201,6 +201,12 @@ def active() -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
+def barrier() -> None:
+    """Wait for every rank (nothing to wait for without a process group)."""
+    if active():
+        dist.barrier()
+
+
 def parameter_digest(model: nn.Module) -> str:
     """SHA-256 over the exact bytes of every parameter and buffer."""
     h = hashlib.sha256()

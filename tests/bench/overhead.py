@@ -1,0 +1,193 @@
+"""dpsuite's measurement overhead against the bare reference loops, as two ratios.
+
+    python tests/bench/overhead.py [--repeats 2] [--only train|comm] [--workloads NAME ...]
+                                   [--suite-overrides KEY=VALUE ...]
+
+1. throughput: ``samples_per_s`` of ``dpsuite run`` / the bare DDP loop's (reference/bare_ddp.py),
+   for mnist1d_mlp and cifar_resnet on 2 workers with the same per-worker batch, threads and
+   number of timed steps (the bare loop runs on random data of the same shapes);
+2. bandwidth: ``busbw`` of ``dpsuite comm-bench`` / the bare all-reduce loop's
+   (reference/bare_allreduce.py) at 1, 4, 16 and 64 MiB, fp32, 2 ranks.
+
+Each pair is measured ``--repeats`` times, alternating which of the two runs first; every
+measurement is printed, then the median ratio. Timings on a busy machine are noisy: say so when
+quoting them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+REFERENCE = Path(__file__).resolve().parent / "reference"
+WORKERS = 2
+SIZES_MIB = [1, 4, 16, 64]
+# workload -> (dpsuite overrides, bare_ddp.py arguments); both time `steps` steps after 5.
+# The suite's runs fit in one epoch and skip the initial evaluation, so that no evaluation
+# interrupts the timed steps: the comparison is of the measured training loop only.
+TRAIN_CASES = {
+    "mnist1d_mlp": (
+        ["workload=mnist1d_mlp", "workload.num_samples=25000", "batch.per_worker=32"]
+        + ["train.epochs=1", "train.max_steps=305", "train.eval_at_start=false"],
+        ["--model", "mlp", "--batch", "32", "--steps", "300", "--samples", "20000"],
+    ),
+    "cifar_resnet": (
+        ["workload=cifar_resnet", "workload.num_samples=2000", "batch.per_worker=16"]
+        + ["train.epochs=1", "train.max_steps=35", "train.eval_at_start=false"],
+        ["--model", "resnet18", "--batch", "16", "--steps", "30", "--samples", "1600"],
+    ),
+}
+
+
+def threads() -> int:
+    return max(1, len(os.sched_getaffinity(0)) // WORKERS)
+
+
+def run(cmd: list[str], env: dict[str, str]) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, check=False)
+    if proc.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{proc.stderr[-2000:]}")
+    return proc.stdout
+
+
+EXTRA_OVERRIDES: list[str] = []  # --suite-overrides, e.g. timing.calibration_steps=0
+
+
+def suite_samples_per_s(
+    overrides: list[str], tmp: Path, env: dict[str, str]
+) -> tuple[float, float]:
+    """(samples_per_s, global batch / median step time) of one `dpsuite run`."""
+    out = tmp / "runs" / overrides[0].split("=")[1]  # one directory per workload
+    args = [f"workers={WORKERS}", f"threads_per_worker={threads()}", "timing.warmup_steps=5"]
+    args += EXTRA_OVERRIDES
+    run(
+        [
+            sys.executable,
+            "-m",
+            "suite",
+            "run",
+            *overrides,
+            *args,
+            f"results_dir={out}",
+            "force=true",
+        ],
+        env,
+    )
+    (record,) = [json.loads(p.read_text()) for p in out.rglob("run.json")]
+    m = record["metrics"]
+    return m["samples_per_s"], record["global_batch"] / m["step_time_s"]
+
+
+def bare_samples_per_s(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(samples_per_s, global batch / median step time) of one bare DDP loop."""
+    cmd = [sys.executable, str(REFERENCE / "bare_ddp.py"), "--workers", str(WORKERS)]
+    out = run([*cmd, "--threads", str(threads()), *args], env)
+    result = json.loads(out.strip().splitlines()[-1])
+    return result["samples_per_s"], result["samples_per_s_at_median_step"]
+
+
+def suite_busbw(tmp: Path, env: dict[str, str]) -> dict[int, float]:
+    from suite import results
+
+    out = tmp / f"bench-{len(list(tmp.glob('bench-*')))}"
+    sizes = ",".join(f"{m}M" for m in SIZES_MIB)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "suite",
+            "comm-bench",
+            "--workers",
+            str(WORKERS),
+            "--sizes",
+            sizes,
+            "--warmup",
+            "5",
+            "--iters",
+            "20",
+            "--results-dir",
+            str(out),
+        ],
+        env,
+    )
+    frame = results.load_comm_bench(out)
+    return dict(zip(frame["size_bytes"].astype(int), frame["busbw_GBps"], strict=True))
+
+
+def bare_busbw(env: dict[str, str]) -> dict[int, float]:
+    cmd = [sys.executable, str(REFERENCE / "bare_allreduce.py"), "--workers", str(WORKERS)]
+    out = run([*cmd, "--sizes-mib", *map(str, SIZES_MIB), "--warmup", "5", "--iters", "20"], env)
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return {r["size_bytes"]: r["busbw_GBps"] for r in rows}
+
+
+def measure_training(repeats: int, names: list[str], tmp: Path, env: dict[str, str]) -> None:
+    extra = f" (suite with {' '.join(EXTRA_OVERRIDES)})" if EXTRA_OVERRIDES else ""
+    print(f"throughput, {WORKERS} workers x {threads()} threads: suite / bare DDP loop{extra}")
+    print("  (at median step: global batch / median step time, less sensitive to other load)")
+    for name in names:
+        overrides, bare_args = TRAIN_CASES[name]
+        ratios, median_ratios = [], []
+        for r in range(repeats):
+            if r % 2 == 0:
+                s, b = suite_samples_per_s(overrides, tmp, env), bare_samples_per_s(bare_args, env)
+            else:
+                b, s = bare_samples_per_s(bare_args, env), suite_samples_per_s(overrides, tmp, env)
+            ratios.append(s[0] / b[0])
+            median_ratios.append(s[1] / b[1])
+            print(
+                f"  {name:13s} suite {s[0]:9.1f}  bare {b[0]:9.1f} samples/s  ratio "
+                f"{ratios[-1]:.3f}   at median step: suite {s[1]:9.1f}  bare {b[1]:9.1f}"
+                f"  ratio {median_ratios[-1]:.3f}"
+            )
+        print(
+            f"  {name:13s} median ratio {statistics.median(ratios):.3f}"
+            f"   at median step: {statistics.median(median_ratios):.3f}",
+            flush=True,
+        )
+
+
+def measure_comm(repeats: int, tmp: Path, env: dict[str, str]) -> None:
+    print(f"all-reduce busbw, {WORKERS} ranks, fp32: comm-bench / bare all-reduce loop")
+    ratios: dict[int, list[float]] = {}
+    for r in range(repeats):
+        if r % 2 == 0:
+            s, b = suite_busbw(tmp, env), bare_busbw(env)
+        else:
+            b, s = bare_busbw(env), suite_busbw(tmp, env)
+        for size in sorted(b):
+            ratios.setdefault(size, []).append(s[size] / b[size])
+            print(
+                f"  {size >> 20:3d} MiB  comm-bench {s[size]:7.3f}  bare {b[size]:7.3f} GB/s"
+                f"  ratio {s[size] / b[size]:.3f}"
+            )
+    for size, rs in sorted(ratios.items()):
+        print(f"  {size >> 20:3d} MiB  median ratio {statistics.median(rs):.3f}", flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--only", choices=["train", "comm"], default=None)
+    p.add_argument("--workloads", nargs="+", choices=list(TRAIN_CASES), default=list(TRAIN_CASES))
+    p.add_argument("--suite-overrides", nargs="*", default=[], help="extra `dpsuite run` overrides")
+    args = p.parse_args()
+    EXTRA_OVERRIDES.extend(args.suite_overrides)
+    with tempfile.TemporaryDirectory(prefix="dpsuite-overhead-") as tmp:
+        env = {**os.environ, "PYTHONPATH": str(REPO), "DPSUITE_CACHE_DIR": str(Path(tmp, "cache"))}
+        sys.path.insert(0, str(REPO))
+        if args.only in (None, "train"):
+            measure_training(args.repeats, args.workloads, Path(tmp), env)
+        if args.only in (None, "comm"):
+            measure_comm(args.repeats, Path(tmp), env)
+
+
+if __name__ == "__main__":
+    main()
