@@ -290,8 +290,8 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     # ---- calibration: the same steps without gradient sync, state restored afterwards
     net.train()
     no_sync_times: list[float] = []
-    if communicates and spec.calibration_steps > 0:
-        calls = comm.calls if comm else 0
+    if comm is not None and spec.calibration_steps > 0:
+        calls = comm.calls
         warm = spec.timing_warmup_steps
         no_sync_times = time_without_sync(
             net,
@@ -361,9 +361,9 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
 def timing_metrics(
     spec: RunSpec,
     timer: StepTimer,
-    comm_steps: list[CommStep] | None,
+    comm_steps: list[CommStep],
     no_sync_times: list[float],
-    communicates: bool,
+    comm: CommTimer | None,
     device: torch.device,
     counter: CommCounter,
     period: int = 1,
@@ -399,7 +399,6 @@ def timing_metrics(
     if step_time is not None and no_sync_time is not None:
         # Noise can make the difference slightly negative; no sync cannot cost time.
         exposed = max(0.0, step_time - no_sync_time)
-    measured = comm_s is not None
     metrics = {
         "samples_per_s": samples_per_s,
         "samples_per_s_per_worker": samples_per_s / spec.workers if samples_per_s else None,
@@ -412,12 +411,12 @@ def timing_metrics(
         "comm_tail_s": median(windowed(tail_max, period)),
         "exposed_comm_s": exposed,
         "comm_fraction": exposed / step_time if exposed is not None and step_time else None,
-        "step_time_no_sync_s": no_sync_time if communicates else None,
+        "step_time_no_sync_s": no_sync_time if comm is not None else None,
         "calibration_steps": len(no_sync_times),
-        "comm_buckets": max((c.buckets for c in comm_steps or []), default=None),
-        "timed_steps": n,
+        "comm_buckets": max((c.buckets for c in comm_steps), default=0),
+        "timed_steps": len(durations),
     }
-    return metrics, [list(row) for row in zip(step_max, comm_max, compute_max, strict=True)]
+    return metrics, [list(row) for row in zip(step_max, comm_max, per_step[2], strict=True)]
 
 
 def _max_across_ranks(columns: list[list[float]], device: torch.device) -> list[list[float]]:
@@ -445,9 +444,7 @@ def training_metrics(spec: RunSpec, log: EvalLog, step: int) -> dict[str, Any]:
     }
 
 
-def step_rows(
-    spec: RunSpec, timer: StepTimer, per_step: list[list[float | None]], lrs: list[float]
-):
+def step_rows(spec: RunSpec, timer: StepTimer, per_step: list[list[float]], lrs: list[float]):
     for i in sample_indices(len(per_step), spec.max_recorded_steps):
         step = timer.steps[i]
         step_s, comm_s, compute_s = per_step[i]
