@@ -1,4 +1,4 @@
-"""Developer and user sessions: `nox -s tests`, `nox -s demo`, `nox -s lint`.
+"""Developer and user sessions: `nox -s tests`, `nox -s demo`, `nox -s lint`, and report helpers.
 
 Each session installs what it needs into its own virtualenv. On a machine without CUDA, torch
 comes from PyTorch's CPU index (a ~200 MB wheel) rather than PyPI's default multi-GB CUDA build.
@@ -39,7 +39,7 @@ def install_suite(session: nox.Session, extras: str = "") -> None:
 def tests(session: nox.Session) -> None:
     """The test suite (unit, multi-process DDP, end to end); slow stress tests excluded."""
     install_suite(session, "[dev,slurm]")
-    session.run("pytest", "-m", "not slow", *session.posargs)
+    session.run("pytest", "-m", "not slow and not browser", *session.posargs)
 
 
 @nox.session
@@ -72,3 +72,21 @@ def demo(session: nox.Session) -> None:
     """The main job on a fresh machine: the `demo` sweeps (scaling, convergence), then a report."""
     install_suite(session)
     session.run("dpsuite", "demo", *session.posargs)
+
+
+@nox.session
+def report_browser(session: nox.Session) -> None:
+    """Open generated reports in headless Chromium (skipped when `chromium` is not installed).
+
+    Screenshots are kept in reports/browser-check/.
+    """
+    install_suite(session, "[dev]")
+    session.env["DPSUITE_BROWSER_OUT"] = "reports/browser-check"
+    session.run("pytest", "-m", "browser", "-rs", "tests/test_report_browser.py", *session.posargs)
+
+
+@nox.session
+def reference_report(session: nox.Session) -> None:
+    """Regenerate reports/reference/ from the committed results/reference/."""
+    install_suite(session)
+    session.run("dpsuite", "report", "results/reference", "--out", "reports/reference")

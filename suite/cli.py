@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 import threading
@@ -16,6 +17,13 @@ commands:
                             e.g. dpsuite run workload=mnist1d_mlp workers=2 lr_rule=linear_warmup
   sweep NAME [OVERRIDES...] a sweep preset from suite/conf/sweep/NAME.yaml (scaling, convergence,
                             demo, ...); rerunning it resumes: complete runs are skipped
+  report RESULTS_DIR [--out DIR]
+                            plots, findings and tables of a results tree (HTML + Markdown + PNG
+                            + CSV); default output: reports/<name of RESULTS_DIR>
+  compare DIR [DIR...] [--out DIR]
+                            several results trees side by side, grouped by machine
+  comm-bench [OPTIONS]      all-reduce microbenchmark (size, time, algbw, busbw, correctness)
+                            e.g. dpsuite comm-bench --workers 2 --sizes 1K:64M --dtype fp32
   demo                      a small scaling + convergence sweep on this machine, then its report
   predict [RESULTS_DIR]     fit the scaling model and predict up to thousands of workers
   --help                    this text; `dpsuite run --help` shows the config and its groups
@@ -53,12 +61,11 @@ def _sweep(args: list[str]) -> int:
 
 
 def _predict(args: list[str]) -> int:
-    import argparse
     from pathlib import Path
 
     from suite import predict, results
 
-    parser = argparse.ArgumentParser(
+    parser = ArgParser(
         prog="dpsuite predict",
         description="Fit the scaling model to measured results (or take a hardware profile by "
         "hand) and predict step time, throughput and efficiency up to --max-workers.",
@@ -116,13 +123,97 @@ def pd_empty():
     return pd.DataFrame()
 
 
+def _comm_bench(args: list[str]) -> int:
+    from suite import comm_bench
+    from suite.distributed import ranks_from_env
+
+    p = ArgParser(
+        prog="dpsuite comm-bench",
+        description="All-reduce microbenchmark (nccl-tests all_reduce_perf definitions): "
+        "time, algbw = S/t and busbw = algbw*2(n-1)/n per message size, with a correctness "
+        "check. Writes RESULTS_DIR/comm_bench/<bench_id>/comm_bench.{csv,json}.",
+    )
+    p.add_argument("--workers", type=int, default=2, help="ranks on this host (default 2)")
+    p.add_argument(
+        "--sizes",
+        default=comm_bench.DEFAULT_SIZES,
+        help="a range LO:HI stepped by --factor, or a list 1K,1M,64M (default 1K:256M)",
+    )
+    p.add_argument("--factor", type=int, default=2, help="range step factor (default 2)")
+    p.add_argument("--dtype", default="fp32", help="fp32 or bf16 (default fp32)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed all-reduces per size")
+    p.add_argument("--iters", type=int, default=20, help="timed all-reduces per size")
+    p.add_argument("--backend", default="auto", help="auto (nccl on CUDA, else gloo), gloo, nccl")
+    p.add_argument("--results-dir", default="results", help="where comm_bench/ goes")
+    p.add_argument("--tag", default=None, help="your name for this machine")
+    a = p.parse_args(args)
+    joined = ranks_from_env()
+    spec = comm_bench.resolve(
+        a.workers,
+        a.sizes,
+        a.factor,
+        a.dtype,
+        a.warmup,
+        a.iters,
+        a.backend,
+        a.results_dir,
+        a.tag,
+        world_size=joined.world_size if joined else None,
+        local_world_size=joined.local_world_size if joined else None,
+    )
+    return comm_bench.run(spec)
+
+
 def _demo(args: list[str]) -> int:
     from suite.demo import run_demo
 
     return run_demo(args)
 
 
-COMMANDS = {"run": _run, "sweep": _sweep, "demo": _demo, "predict": _predict}
+class ArgParser(argparse.ArgumentParser):
+    """argparse for the non-Hydra commands; a usage error is one line, like every bad input."""
+
+    def error(self, message: str):
+        raise UserError(f"{self.prog}: {message} (see --help)")
+
+
+def _print_written(written) -> None:
+    for warning in written.warnings:
+        print(f"dpsuite: warning: {warning}", file=sys.stderr)
+    print(f"report written to {written.out / 'index.html'} (and index.md, summary.csv)")
+
+
+def _report(args: list[str]) -> int:
+    parser = ArgParser(prog="dpsuite report", description="Report of one results tree.")
+    parser.add_argument("results_dir", help="a results directory (any depth of run folders)")
+    parser.add_argument("--out", help="output directory (default: reports/<name of RESULTS_DIR>)")
+    ns = parser.parse_args(args)
+    from suite.report.build import build_report
+
+    _print_written(build_report(ns.results_dir, ns.out))
+    return 0
+
+
+def _compare(args: list[str]) -> int:
+    parser = ArgParser(prog="dpsuite compare", description="Results trees side by side.")
+    parser.add_argument("dirs", nargs="+", metavar="DIR", help="results directories")
+    parser.add_argument("--out", help="output directory (default: reports/compare-A-vs-B)")
+    ns = parser.parse_args(args)
+    from suite.report.compare import build_compare
+
+    _print_written(build_compare(ns.dirs, ns.out))
+    return 0
+
+
+COMMANDS = {
+    "run": _run,
+    "sweep": _sweep,
+    "report": _report,
+    "compare": _compare,
+    "predict": _predict,
+    "comm-bench": _comm_bench,
+    "demo": _demo,
+}
 
 
 class Terminated(KeyboardInterrupt):

@@ -5,11 +5,17 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import signal
+import sys
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
 from torch import nn
 
 
@@ -100,6 +106,97 @@ def init_group(backend: str, ranks: Ranks, init_method: str, timeout_s: float) -
     )
 
 
+class WorkerFailure(RuntimeError):
+    """A local worker raised or died; the message names the root cause."""
+
+
+STOP_GRACE_S = 5.0
+
+
+def spawn_local(
+    fn: Callable[..., None],
+    args: tuple,
+    nprocs: int,
+    threads_per_worker: int,
+    start_method: str = "spawn",
+) -> None:
+    """Start ``nprocs`` processes on this host as ``fn(local_rank, init_method, *args)`` and
+    supervise them until they end.
+
+    They rendezvous through a FileStore in a private temporary directory. A worker that dies or
+    raises stops its siblings at once (they would otherwise wait in a collective until the
+    process-group timeout) and raises WorkerFailure; an interrupt of the launcher (Ctrl-C,
+    SIGTERM turned into an exception) stops them too before it propagates.
+    """
+    # Each child picks the thread count up at import; set it before they start.
+    os.environ["OMP_NUM_THREADS"] = str(threads_per_worker)
+    if sys.platform.startswith("linux"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # all ranks are on this host
+    with tempfile.TemporaryDirectory(prefix="dpsuite-store-") as tmp:
+        init_method = Path(tmp, "store").as_uri()
+        ctx = mp.start_processes(
+            _child,
+            args=(fn, init_method, *args),
+            nprocs=nprocs,
+            start_method=start_method,
+            join=False,
+        )
+        try:
+            while not ctx.join(timeout=1.0, grace_period=STOP_GRACE_S):
+                pass
+        except (mp.ProcessRaisedException, mp.ProcessExitedException) as exc:
+            raise WorkerFailure(failure_reason(ctx.processes, exc)) from None
+        except BaseException:
+            stop_workers(ctx.processes)
+            raise
+
+
+def _child(local_rank: int, fn: Callable[..., None], init_method: str, *args) -> None:
+    die_with_parent()
+    fn(local_rank, init_method, *args)
+
+
+def die_with_parent() -> None:
+    """Linux: have the kernel send SIGTERM to this worker if its launcher dies (even SIGKILL)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() == 1:  # the parent died before we asked
+        os._exit(1)
+
+
+def failure_reason(processes, exc: Exception) -> str:
+    """Name the root cause: a worker killed by a signal, else the first error raised."""
+    killed = [
+        (i, p.exitcode)
+        for i, p in enumerate(processes)
+        if p.exitcode is not None and p.exitcode < 0 and -p.exitcode != signal.SIGTERM
+    ]
+    raised = ""
+    if isinstance(exc, mp.ProcessRaisedException):
+        raised = f"rank {exc.error_index}: {str(exc).strip().splitlines()[-1][:200]}"
+    if not killed:
+        return raised or f"worker {exc.error_index} exited with code {exc.exit_code}"
+    i, code = killed[0]
+    reason = f"worker {i} died ({signal.Signals(-code).name})"
+    return f"{reason}; then {raised}" if raised else reason
+
+
+def stop_workers(processes) -> None:
+    """SIGTERM every live worker, then SIGKILL what is left after a grace period."""
+    for p in processes:
+        if p.is_alive():
+            p.terminate()
+    for p in processes:
+        p.join(STOP_GRACE_S)
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
 def active() -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
@@ -108,7 +205,7 @@ def parameter_digest(model: nn.Module) -> str:
     """SHA-256 over the exact bytes of every parameter and buffer."""
     h = hashlib.sha256()
     for t in list(model.parameters()) + list(model.buffers()):
-        h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
 
 

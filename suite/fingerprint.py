@@ -62,7 +62,10 @@ def fingerprint(
         "cuda": torch.version.cuda,
         "nccl": nccl_version(),
         "python": platform.python_version(),
+        "os": platform.platform(),
+        "workers_per_host": workers_per_host,
         "threads_per_worker": threads_per_worker,
+        # More compute threads than cores: timings then measure contention, not the hardware.
         "oversubscribed": workers_per_host * threads_per_worker > cores,
     }
     fp["machine_id"] = machine_id(fp)

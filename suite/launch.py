@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
-from pathlib import Path
 
 import torch
-import torch.multiprocessing as mp
 
+from suite import data_memo, progress
 from suite import distributed as dd
-from suite import progress
 from suite.distributed import Ranks
 from suite.fingerprint import fingerprint
 from suite.results import RunWriter, read_json, read_status
@@ -102,89 +98,22 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
 
 
-def _spawned(local_rank: int, spec: RunSpec, init_method: str) -> None:
-    die_with_parent()
+def _spawned(local_rank: int, init_method: str, spec: RunSpec) -> None:
     ranks = Ranks(local_rank, spec.workers, local_rank, spec.workers)
     run_rank(spec, ranks, init_method)
 
 
-def die_with_parent() -> None:
-    """Linux: have the kernel send SIGTERM to this worker if its launcher dies (even SIGKILL)."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-    import signal
-
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-    if os.getppid() == 1:  # the parent died before we asked
-        os._exit(1)
-
-
 def spawn(spec: RunSpec, writer: RunWriter) -> str:
-    """Start ``spec.workers`` processes on this host and supervise them until they end.
-
-    A worker that dies or raises stops its siblings at once (they would otherwise wait in a
-    collective until the process-group timeout); an interrupt of the launcher stops them too.
-    """
-    # Each child picks the thread count up at import; set it before they start.
-    os.environ["OMP_NUM_THREADS"] = str(spec.threads_per_worker)
-    if sys.platform.startswith("linux"):
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # all ranks are on this host
-    spec.build_workload().load_data()  # generate/cache the data once, not once per rank
-    with tempfile.TemporaryDirectory(prefix="dpsuite-store-") as tmp:
-        init_method = Path(tmp, "store").as_uri()
-        ctx = mp.start_processes(
-            _spawned,
-            args=(spec, init_method),
-            nprocs=spec.workers,
-            start_method=spec.start_method,
-            join=False,
-        )
-        try:
-            while not ctx.join(timeout=1.0, grace_period=STOP_GRACE_S):
-                pass
-        except (mp.ProcessRaisedException, mp.ProcessExitedException) as exc:
-            return after_failure(spec, writer, failure_reason(ctx.processes, exc))
-        except BaseException:
-            stop_workers(ctx.processes)
-            after_failure(spec, writer, "interrupted")
-            raise
+    """Start ``spec.workers`` processes on this host and supervise them until they end."""
+    data_memo.load_data(spec.build_workload())  # generate/cache the data once, not per rank
+    try:
+        dd.spawn_local(_spawned, (spec,), spec.workers, spec.threads_per_worker, spec.start_method)
+    except dd.WorkerFailure as exc:
+        return after_failure(spec, writer, str(exc))
+    except BaseException:
+        after_failure(spec, writer, "interrupted")
+        raise
     return read_status(spec.run_dir) or "failed"
-
-
-STOP_GRACE_S = 5.0
-
-
-def failure_reason(processes, exc: Exception) -> str:
-    """Name the root cause: a worker killed by a signal, else the first error raised."""
-    import signal
-
-    killed = [
-        (i, p.exitcode)
-        for i, p in enumerate(processes)
-        if p.exitcode is not None and p.exitcode < 0 and -p.exitcode != signal.SIGTERM
-    ]
-    raised = ""
-    if isinstance(exc, mp.ProcessRaisedException):
-        raised = f"rank {exc.error_index}: {str(exc).strip().splitlines()[-1][:200]}"
-    if not killed:
-        return raised or f"worker {exc.error_index} exited with code {exc.exit_code}"
-    i, code = killed[0]
-    reason = f"worker {i} died ({signal.Signals(-code).name})"
-    return f"{reason}; then {raised}" if raised else reason
-
-
-def stop_workers(processes) -> None:
-    """SIGTERM every live worker, then SIGKILL what is left after a grace period."""
-    for p in processes:
-        if p.is_alive():
-            p.terminate()
-    for p in processes:
-        p.join(STOP_GRACE_S)
-        if p.is_alive():
-            p.kill()
-            p.join()
 
 
 def after_failure(spec: RunSpec, writer: RunWriter, reason: str) -> str:

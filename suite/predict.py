@@ -220,8 +220,12 @@ def fit_all(runs: pd.DataFrame, bench: pd.DataFrame) -> tuple[list[Fit], list[st
     """
     if runs.empty:
         return [], ["no runs"]
-    runs = runs.assign(_hw=hardware_key(runs))
-    bench = bench.assign(_hw=hardware_key(bench)) if not bench.empty else bench
+
+    def key(frame: pd.DataFrame) -> pd.Series:  # a report's machine label, when it has one
+        return frame["machine"].astype(str) if "machine" in frame else hardware_key(frame)
+
+    runs = runs.assign(_hw=key(runs))
+    bench = bench.assign(_hw=key(bench)) if not bench.empty else bench
     fits, skipped = [], []
     for (hw, workload), grp in runs.groupby(["_hw", "workload"]):
         hw_bench = bench[bench["_hw"] == hw] if not bench.empty else bench

@@ -233,20 +233,24 @@ def load_steps(run_dir: str | Path) -> pd.DataFrame:
 
 
 def read_csv_checked(file: Path, columns: list[str]) -> pd.DataFrame:
-    """A results CSV; a missing file is empty, a corrupt one is empty with a warning naming it."""
+    """A results CSV with numeric columns. Missing: empty. Unreadable: empty, with a warning
+    naming the file. Damaged rows (no step): dropped, with a warning."""
     if not file.exists():
         return pd.DataFrame(columns=columns)
     try:
         frame = pd.read_csv(file)
-        missing = set(columns) - set(frame.columns)
+        missing = [c for c in columns if c not in frame.columns]
         if missing:
-            raise ValueError(f"missing columns {sorted(missing)}")
-        for col in columns:
-            frame[col] = pd.to_numeric(frame[col], errors="raise")
-    except (OSError, ValueError, TypeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        warnings.warn(f"skipping unreadable {file}: {exc}", stacklevel=2)
+            raise ValueError(f"missing columns {missing}")
+    except (OSError, ValueError, pd.errors.ParserError) as exc:  # EmptyData/Unicode: ValueErrors
+        warnings.warn(f"skipping unreadable {file}: {str(exc).splitlines()[0]}", stacklevel=2)
         return pd.DataFrame(columns=columns)
-    return frame
+    frame = frame[columns].apply(pd.to_numeric, errors="coerce")
+    damaged = frame["step"].isna()
+    if damaged.any():
+        warnings.warn(f"ignoring {int(damaged.sum())} damaged rows in {file}", stacklevel=2)
+        frame = frame[~damaged]
+    return frame.reset_index(drop=True)
 
 
 # ---- all-reduce microbenchmark results (`dpsuite comm-bench`) -------------------------------

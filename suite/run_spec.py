@@ -13,9 +13,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from suite import lr_rules
 from suite.errors import UserError
+from suite.precision import PRECISIONS, unsupported
 
 MODES = ("ddp", "simulated")
-PRECISIONS = {"fp32", "fp64"}
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "gloo", "nccl")
 # Config keys that do not change what is measured, so they stay out of the run id.
@@ -70,6 +70,7 @@ class RunSpec:
     timeout_s: float
     start_method: str
     timing_warmup_steps: int
+    calibration_steps: int
     max_recorded_steps: int
     results_dir: str
     cache_dir: str
@@ -106,6 +107,7 @@ class RunSpec:
             "schedule",
             "device",
             "backend",
+            "bucket_cap_mb",
         )
         d = asdict(self)
         return {k: d[k] for k in keys}
@@ -266,17 +268,21 @@ def resolve(
     _require(weight_decay >= 0, f"optimizer.weight_decay must be >= 0, got {weight_decay}")
     _require(
         cfg.precision in PRECISIONS,
-        f"precision must be one of {', '.join(sorted(PRECISIONS))}, got '{cfg.precision}'",
+        f"precision must be one of {', '.join(PRECISIONS)}, got '{cfg.precision}'",
     )
 
     local_workers = local_world_size or (1 if mode == "simulated" else workers)
     if check_devices:
         device = resolve_device(cfg.device, local_workers, mode)
         backend = resolve_backend(cfg.backend, device)
-    else:
+        problem = unsupported(cfg.precision, device)
+        _require(problem is None, problem or "")
+    else:  # checked on the machine the run starts on
         _require(cfg.device in DEVICES, f"device must be one of {', '.join(DEVICES)}")
         _require(cfg.backend in BACKENDS, f"backend must be one of {', '.join(BACKENDS)}")
         device, backend = str(cfg.device), str(cfg.backend)
+    bucket_cap_mb = _number(cfg.ddp.bucket_cap_mb, "ddp.bucket_cap_mb")
+    _require(bucket_cap_mb > 0, f"ddp.bucket_cap_mb must be > 0, got {bucket_cap_mb}")
     procs_here = 1 if mode == "simulated" else local_workers
     threads = cfg.threads_per_worker
     threads = (
@@ -340,10 +346,13 @@ def resolve(
         check_every=_positive_int(cfg.train.check_every, "train.check_every"),
         max_steps=max_steps,
         save_params=bool(cfg.train.save_params),
-        bucket_cap_mb=_number(cfg.ddp.bucket_cap_mb, "ddp.bucket_cap_mb"),
+        bucket_cap_mb=bucket_cap_mb,
         timeout_s=_number(cfg.ddp.timeout_s, "ddp.timeout_s"),
         start_method=str(cfg.ddp.start_method),
         timing_warmup_steps=_positive_int(cfg.timing.warmup_steps, "timing.warmup_steps", 0),
+        calibration_steps=_positive_int(
+            cfg.timing.calibration_steps, "timing.calibration_steps", 0
+        ),
         max_recorded_steps=_positive_int(
             cfg.timing.max_recorded_steps, "timing.max_recorded_steps"
         ),

@@ -34,10 +34,15 @@ class StepTimer:
         sync(self.device)
         elapsed = time.perf_counter() - self._t0
         self._seen += 1
-        if self._seen > self.warmup:
+        if self.last_kept:
             self.durations.append(elapsed)
             self.steps.append(step)
         return elapsed
+
+    @property
+    def last_kept(self) -> bool:
+        """Whether the step just stopped was timed (not a warm-up step)."""
+        return self._seen > self.warmup
 
 
 def median(xs: list[float]) -> float | None:

@@ -18,9 +18,12 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from suite import data_memo, progress
 from suite import distributed as dd
+from suite.calibration import time_without_sync
+from suite.comm_timer import CommStep, CommTimer
 from suite.distributed import Ranks
 from suite.lars import LARS, lars_param_groups
 from suite.lr_rules import LRPlan
+from suite.precision import Precision
 from suite.results import RunWriter
 from suite.run_spec import RunSpec
 from suite.sharding import all_worker_batches, steps_per_epoch, worker_batches
@@ -71,16 +74,20 @@ def has_batch_dependent_layers(model: nn.Module) -> bool:
     return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
 
-def evaluate(model, workload, x, y, ranks: Ranks, device, chunk: int = 4096) -> tuple[float, float]:
+def evaluate(
+    model, workload, x, y, ranks: Ranks, device, amp: Precision, chunk: int = 1024
+) -> tuple[float, float]:
     """Loss and accuracy on the full eval set, each rank taking every world-th sample."""
     model.eval()
     idx = torch.arange(ranks.rank, x.shape[0], ranks.world_size, device=device)
     loss_sum = correct = count = 0.0
     with torch.no_grad():
         for part in idx.split(chunk):
-            out = model(x[part])
+            with amp.autocast():
+                out = model(x[part])
+                loss = workload.loss(out, y[part])
             ok, n = workload.correct(out, y[part])
-            loss_sum += float(workload.loss(out, y[part])) * n
+            loss_sum += float(loss) * n
             correct += float(ok)
             count += n
     model.train()
@@ -88,17 +95,24 @@ def evaluate(model, workload, x, y, ranks: Ranks, device, chunk: int = 4096) -> 
     return loss_sum / count, correct / count
 
 
-def simulated_step(model, workload, x, y, shards: list[torch.Tensor], fused: bool) -> torch.Tensor:
+def forward_loss(net, workload, x, y, idx, amp: Precision) -> torch.Tensor:
+    with amp.autocast():
+        return workload.loss(net(x[idx]), y[idx])
+
+
+def simulated_step(
+    model, workload, x, y, shards: list[torch.Tensor], fused: bool, amp: Precision
+) -> torch.Tensor:
     """One step's gradients for N virtual workers: the mean of their micro-batch gradients."""
     if fused:  # no batch-dependent layers: one pass over the union is the same computation
         idx = shards[0] if len(shards) == 1 else torch.cat(shards)
-        loss = workload.loss(model(x[idx]), y[idx])
-        loss.backward()
+        loss = forward_loss(model, workload, x, y, idx, amp)
+        amp.backward(loss)
         return loss.detach()
     total, rank0_buffers = 0.0, None
     for r, idx in enumerate(shards):
-        loss = workload.loss(model(x[idx]), y[idx])
-        (loss / len(shards)).backward()
+        loss = forward_loss(model, workload, x, y, idx, amp)
+        amp.backward(loss / len(shards))
         total = total + loss.detach()
         if r == 0:
             rank0_buffers = [b.detach().clone() for b in model.buffers()]
@@ -108,9 +122,9 @@ def simulated_step(model, workload, x, y, shards: list[torch.Tensor], fused: boo
     return total / len(shards)
 
 
-def ddp_step(net, workload, x, y, idx: torch.Tensor) -> torch.Tensor:
-    loss = workload.loss(net(x[idx]), y[idx])
-    loss.backward()
+def ddp_step(net, workload, x, y, idx: torch.Tensor, amp: Precision) -> torch.Tensor:
+    loss = forward_loss(net, workload, x, y, idx, amp)
+    amp.backward(loss)
     return loss.detach()
 
 
@@ -168,7 +182,8 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     # ---- data: the same tensors on every rank; each rank indexes its own shard
     workload = spec.build_workload()
     data = data_memo.load_data(workload)  # generated or read once per process, not per run
-    dtype = torch.float64 if spec.precision == "fp64" else torch.float32
+    amp = Precision.create(spec.precision, device)
+    dtype = amp.param_dtype
 
     def to_device(t: torch.Tensor) -> torch.Tensor:
         return t.to(device, dtype) if t.is_floating_point() else t.to(device)
@@ -181,12 +196,15 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     model = workload.build_model().to(device=device, dtype=dtype)
     digest = dd.check_identical_replicas(model)
     net: nn.Module = model
+    comm: CommTimer | None = None  # None: no process group, so nothing to communicate
     if dd.active():
         net = DDP(
             model,
             device_ids=[device.index] if device.type == "cuda" else None,
             bucket_cap_mb=spec.bucket_cap_mb,
         )
+        comm = CommTimer(device)
+        comm.attach(net)
     optimizer = build_optimizer(spec, model)
 
     # ---- schedule
@@ -213,6 +231,17 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     )
     evals = eval_steps(spe, spec.epochs, spec.evals_per_epoch, total_steps)
     fused = spec.mode == "simulated" and not has_batch_dependent_layers(model)
+
+    def run_step(idx) -> torch.Tensor:
+        """One training step: the unit that is timed, with and without gradient sync."""
+        optimizer.zero_grad(set_to_none=True)
+        if spec.mode == "simulated":
+            loss = simulated_step(model, workload, train_x, train_y, idx, fused, amp)
+        else:
+            loss = ddp_step(net, workload, train_x, train_y, idx, amp)
+        amp.step(optimizer)
+        return loss
+
     if writer:
         writer.update(
             init_digest=digest,
@@ -233,7 +262,7 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
 
     def record_eval(train_loss: float) -> bool:
         """Evaluate, log a row; False when the model has diverged."""
-        eval_loss, eval_acc = evaluate(model, workload, eval_x, eval_y, ranks, device)
+        eval_loss, eval_acc = evaluate(model, workload, eval_x, eval_y, ranks, device, amp)
         row = {
             "epoch": round(step / spe, 4),
             "step": step,
@@ -254,20 +283,40 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     if spec.eval_at_start:
         record_eval(float("nan"))
 
-    # ---- the loop
+    # ---- calibration: the same steps without gradient sync, state restored afterwards
     net.train()
+    no_sync_times: list[float] = []
+    if comm is not None and spec.calibration_steps > 0:
+        calls = comm.calls
+        warm = spec.timing_warmup_steps
+        no_sync_times = time_without_sync(
+            net,
+            optimizer,
+            amp,
+            run_step,
+            batches(spec, ranks, data.num_train, warm + spec.calibration_steps),
+            warm,
+            spec.calibration_steps,
+            device,
+        )
+        if comm.calls != calls:
+            raise RuntimeError("gradients were all-reduced during the no_sync calibration")
+
+    # ---- the loop
+    comm_steps: list[CommStep] = []
     for epoch, idx in batches(spec, ranks, data.num_train, total_steps):
         lr = plan.lr_at(step)
         for group in optimizer.param_groups:
             group["lr"] = lr
         timer.start()
-        optimizer.zero_grad(set_to_none=True)
-        if spec.mode == "simulated":
-            loss = simulated_step(model, workload, train_x, train_y, idx, fused)
-        else:
-            loss = ddp_step(net, workload, train_x, train_y, idx)
-        optimizer.step()
+        if comm is not None:
+            comm.begin_step()
+        loss = run_step(idx)
         timer.stop(step)
+        if comm is not None:
+            comm_step = comm.end_step()
+            if timer.last_kept:
+                comm_steps.append(comm_step)
         lrs.append(lr)
         tracker.add(loss)
         step += 1
@@ -287,42 +336,87 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
             break
 
     # ---- measurements: per-step max across ranks, throughput from the slowest rank's wall time
-    metrics = summarize(spec, ranks, timer, log, lrs, tracker, step, device)
+    timing, per_step = timing_metrics(spec, timer, comm_steps, no_sync_times, comm, device)
+    metrics = {**timing, **training_metrics(spec, log, step)}
     if writer:
-        writer.write_steps(step_rows(spec, timer, metrics.pop("_step_max"), lrs))
+        writer.write_steps(step_rows(spec, timer, per_step, lrs))
         if spec.save_params:
             save_params(model, writer.dir / "params.npz")
         writer.finish(status, error=error, metrics=metrics, wall_time_s=time.perf_counter() - wall0)
-    else:
-        metrics.pop("_step_max")
     return status  # DDP's reducer dies with this frame, before the group is destroyed
 
 
-def summarize(spec, ranks, timer, log, lrs, tracker, step, device) -> dict[str, Any]:
-    local = torch.tensor(timer.durations, dtype=torch.float64, device=device)
-    step_max = dd.gather_max(local).cpu()
-    per_rank_total = dd.gather_max(
-        torch.tensor([sum(timer.durations)], dtype=torch.float64, device=device)
+def timing_metrics(
+    spec: RunSpec,
+    timer: StepTimer,
+    comm_steps: list[CommStep],
+    no_sync_times: list[float],
+    comm: CommTimer | None,
+    device: torch.device,
+) -> tuple[dict[str, Any], list[list[float]]]:
+    """Step-time metrics, and per timed step [step_s, comm_s, compute_s], each max across ranks.
+
+    Throughput is global samples over the slowest rank's summed step time, never rank 0 x N.
+    Per step, comm_s is the time the gradient all-reduce was in flight and compute_s the step
+    time without the communication still in flight after the last gradient was ready.
+    """
+    durations = timer.durations
+    if comm is not None:
+        comm_s = [c.busy_s for c in comm_steps]
+        compute_s = [d - c.tail_s for d, c in zip(durations, comm_steps, strict=True)]
+        tail_s = [c.tail_s for c in comm_steps]
+    else:  # one process: nothing is communicated
+        comm_s, compute_s, tail_s = [0.0] * len(durations), list(durations), [0.0] * len(durations)
+    per_step = _max_across_ranks([durations, comm_s, compute_s, tail_s], device)
+    step_max, comm_max, _, tail_max = per_step
+    slowest_total = _max_across_ranks([[sum(durations)]], device)[0][0]
+    samples_per_s = (
+        len(durations) * spec.global_batch / slowest_total if slowest_total > 0 else None
     )
-    timed_wall = float(per_rank_total[0])
-    durations = step_max.tolist()
-    samples_per_s = len(durations) * spec.global_batch / timed_wall if timed_wall > 0 else None
+    step_time = median(step_max)
+    if comm is None:
+        no_sync_time = step_time
+    else:
+        no_sync_time = median(_max_across_ranks([no_sync_times], device)[0])
+    exposed = None
+    if step_time is not None and no_sync_time is not None:
+        # Noise can make the difference slightly negative; no sync cannot cost time.
+        exposed = max(0.0, step_time - no_sync_time)
+    metrics = {
+        "samples_per_s": samples_per_s,
+        "samples_per_s_per_worker": samples_per_s / spec.workers if samples_per_s else None,
+        "step_time_s": step_time,
+        "step_time_p90_s": percentile(step_max, 90),
+        "step_time_min_s": min(step_max) if step_max else None,
+        "compute_time_s": no_sync_time,
+        "comm_time_s": median(comm_max),
+        "comm_time_p90_s": percentile(comm_max, 90),
+        "comm_tail_s": median(tail_max),
+        "exposed_comm_s": exposed,
+        "comm_fraction": exposed / step_time if exposed is not None and step_time else None,
+        "step_time_no_sync_s": no_sync_time if comm is not None else None,
+        "calibration_steps": len(no_sync_times),
+        "comm_buckets": max((c.buckets for c in comm_steps), default=0),
+        "timed_steps": len(durations),
+    }
+    return metrics, [list(row) for row in zip(step_max, comm_max, per_step[2], strict=True)]
+
+
+def _max_across_ranks(columns: list[list[float]], device: torch.device) -> list[list[float]]:
+    """Element-wise max across ranks of same-shaped lists of floats (float64)."""
+    if not columns[0]:
+        return [[] for _ in columns]
+    local = torch.tensor(columns, dtype=torch.float64, device=device)
+    return dd.gather_max(local).cpu().tolist()
+
+
+def training_metrics(spec: RunSpec, log: EvalLog, step: int) -> dict[str, Any]:
     last = log.last
     hit = log.first_reaching(spec.target_acc)
     accs = [r["eval_acc"] for r in log.rows if math.isfinite(r["eval_acc"])]
     train_losses = [r["train_loss"] for r in log.rows if math.isfinite(r["train_loss"])]
     return {
-        "samples_per_s": samples_per_s,
-        "samples_per_s_per_worker": samples_per_s / spec.workers if samples_per_s else None,
-        "step_time_s": median(durations),
-        "step_time_p90_s": percentile(durations, 90),
-        "step_time_min_s": min(durations) if durations else None,
-        "compute_time_s": None,
-        "comm_time_s": None,
-        "exposed_comm_s": None,
-        "comm_fraction": None,
         "steps": step,
-        "timed_steps": len(durations),
         "final_train_loss": train_losses[-1] if train_losses else None,
         "final_eval_loss": last.get("eval_loss"),
         "final_eval_acc": last.get("eval_acc"),
@@ -330,18 +424,18 @@ def summarize(spec, ranks, timer, log, lrs, tracker, step, device) -> dict[str, 
         "steps_to_target": hit["step"] if hit else None,
         "epochs_to_target": hit["epoch"] if hit else None,
         "grad_noise_scale": None,
-        "_step_max": durations,
     }
 
 
-def step_rows(spec: RunSpec, timer: StepTimer, step_max: list[float], lrs: list[float]):
-    for i in sample_indices(len(step_max), spec.max_recorded_steps):
+def step_rows(spec: RunSpec, timer: StepTimer, per_step: list[list[float]], lrs: list[float]):
+    for i in sample_indices(len(per_step), spec.max_recorded_steps):
         step = timer.steps[i]
+        step_s, comm_s, compute_s = per_step[i]
         yield {
             "step": step,
-            "step_time_s": step_max[i],
-            "compute_s": "",
-            "comm_s": "",
+            "step_time_s": step_s,
+            "compute_s": compute_s,
+            "comm_s": comm_s,
             "lr": lrs[step],
         }
 

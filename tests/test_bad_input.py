@@ -25,6 +25,13 @@ CASES = [
     (["workload.num_samples=10"], "num_samples must be at least 100"),
     (["lr_rule=lars", "lr_rule.trust_coefficient=0"], "lr_rule.trust_coefficient must be > 0"),
     (["lr_rule=lars", "lr_rule.base_lr=-1"], "lr_rule.base_lr must be > 0"),
+    (["precision=fp16"], "precision=fp16 needs device=cuda"),
+    (["precision=int8"], "precision must be one of fp32, fp64, bf16, fp16"),
+    (["timing.calibration_steps=-1"], "timing.calibration_steps must be an integer >= 0"),
+    (["ddp.bucket_cap_mb=0"], "ddp.bucket_cap_mb must be > 0"),
+    (["workload=tiny_gpt", "workload.heads=3"], "width=128 is not divisible by workload.heads=3"),
+    (["workload=cifar_resnet", "workload.data_root=/nonexistent"], "does not hold CIFAR-10"),
+    (["workload=tiny_gpt", "workload.text_path=/nonexistent"], "is not a readable file"),
 ]
 
 

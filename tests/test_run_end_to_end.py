@@ -40,12 +40,15 @@ HARDWARE_KEYS = {
     "cpu_count",
     "accelerator",
     "accelerator_count",
+    "accelerator_memory_gib",
     "backend",
     "torch",
     "cuda",
     "nccl",
     "python",
     "threads_per_worker",
+    "workers_per_host",
+    "oversubscribed",
 }
 METRIC_KEYS = {
     "samples_per_s",
@@ -55,6 +58,8 @@ METRIC_KEYS = {
     "comm_time_s",
     "exposed_comm_s",
     "comm_fraction",
+    "step_time_p90_s",
+    "step_time_no_sync_s",
     "steps",
     "final_train_loss",
     "final_eval_loss",
@@ -89,8 +94,18 @@ def test_two_worker_run_writes_the_contract_and_is_skipped_on_rerun(tmp_path):
     assert rec["hardware"]["backend"] == "gloo" and rec["hardware"]["tag"] == "ci"
     assert rec["threads_per_worker"] >= 1
     assert rec["config"]["workers"] == 2 and "hydra" not in rec["config"]
+    assert rec["hardware"]["workers_per_host"] == 2 and rec["bucket_cap_mb"] == 25
+    assert rec["hardware"]["oversubscribed"] is (
+        2 * rec["threads_per_worker"] > rec["hardware"]["cpu_count"]
+    )
     m = rec["metrics"]
     assert m["samples_per_s"] > 0 and m["step_time_s"] > 0
+    assert m["step_time_p90_s"] >= m["step_time_s"]
+    # communication: measured by the hook, and by the no_sync calibration
+    assert 0 < m["comm_time_s"] <= m["step_time_s"] and m["comm_buckets"] >= 1
+    assert m["calibration_steps"] == 10 and 0 < m["compute_time_s"] == m["step_time_no_sync_s"]
+    assert m["exposed_comm_s"] == pytest.approx(max(0.0, m["step_time_s"] - m["compute_time_s"]))
+    assert m["comm_fraction"] == pytest.approx(m["exposed_comm_s"] / m["step_time_s"])
     assert m["steps"] == 2 * (1600 // 64)
     assert 0.1 < m["final_eval_acc"] <= 1
 
@@ -100,6 +115,9 @@ def test_two_worker_run_writes_the_contract_and_is_skipped_on_rerun(tmp_path):
     assert math.isnan(epochs["train_loss"][0]) and epochs["train_loss"][1:].notna().all()
     steps = pd.read_csv(run / "steps.csv")
     assert list(steps.columns) == results.STEP_COLUMNS and (steps["step_time_s"] > 0).all()
+    assert len(steps) == m["timed_steps"] == m["steps"] - 5  # warm-up steps excluded
+    assert (steps["comm_s"] > 0).all() and (steps["comm_s"] <= steps["step_time_s"]).all()
+    assert (steps["compute_s"] > 0).all() and (steps["compute_s"] <= steps["step_time_s"]).all()
 
     again = run_subprocess(*args)
     assert again.returncode == 0
@@ -144,3 +162,16 @@ def test_divergence_is_a_result(dpsuite, tmp_path):
     rec = read_run(only_run(tmp_path))
     assert rec["status"] == "diverged" and "non-finite" in rec["error"]
     assert (only_run(tmp_path) / "epochs.csv").exists()
+
+
+def test_one_worker_communicates_nothing_and_bf16_runs(dpsuite, tmp_path):
+    args = [*SMALL, "precision=bf16", "train.max_steps=12", f"results_dir={tmp_path}"]
+    assert dpsuite("run", *args) == 0
+    rec = read_run(only_run(tmp_path))
+    m = rec["metrics"]
+    assert rec["status"] == "complete" and rec["precision"] == "bf16"
+    assert math.isfinite(m["final_eval_loss"])
+    assert m["comm_time_s"] == 0 and m["exposed_comm_s"] == 0 and m["comm_fraction"] == 0
+    assert m["compute_time_s"] == m["step_time_s"] and m["calibration_steps"] == 0
+    steps = pd.read_csv(only_run(tmp_path) / "steps.csv")
+    assert (steps["comm_s"] == 0).all() and (steps["compute_s"] == steps["step_time_s"]).all()

@@ -10,6 +10,7 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from suite.precision import Precision
 from suite.sharding import all_worker_batches
 from suite.train import has_batch_dependent_layers, simulated_step
 from tests.conftest import SMALL, only_run, read_params, read_run
@@ -66,6 +67,7 @@ def test_simulated_equals_real_ddp(dpsuite, tmp_path, workers, workload, rule, p
 # ---- the non-fused path: per-worker micro-batches, BatchNorm statistics as DDP keeps them ----
 
 STEPS, WORLD, PER_WORKER, LR = 6, 2, 16, 0.05
+FP64 = Precision.create("fp64", torch.device("cpu"))
 
 
 def bn_model() -> nn.Module:
@@ -113,7 +115,7 @@ def simulated_bn_state(fused: bool) -> dict[str, np.ndarray]:
     workload = get_workload("mnist1d_mlp")  # only its loss (cross-entropy) is used
     for shards in all_worker_batches(x.shape[0], WORLD, PER_WORKER, 3, 0)[:STEPS]:
         opt.zero_grad()
-        simulated_step(model, workload, x, y, shards, fused=fused)
+        simulated_step(model, workload, x, y, shards, fused=fused, amp=FP64)
         opt.step()
     return {k: v.detach().numpy() for k, v in model.state_dict().items()}
 
@@ -140,7 +142,7 @@ def test_fused_and_unfused_agree_without_batchnorm():
     for fused in (True, False):
         torch.manual_seed(0)
         model = workload.build_model().double()
-        loss = simulated_step(model, workload, x, y, shards, fused=fused)
+        loss = simulated_step(model, workload, x, y, shards, fused=fused, amp=FP64)
         grads.append((float(loss), [p.grad.clone() for p in model.parameters()]))
     (loss_a, ga), (loss_b, gb) = grads
     assert loss_a == pytest.approx(loss_b, abs=1e-12)

@@ -5,9 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from workloads.base import Data, Reference, Workload
+from workloads.cifar_resnet import CIFARResNet
 from workloads.mnist_1d import MNIST1DCNN, MNIST1DMLP
+from workloads.tiny_gpt import TinyGPTWorkload
 
-REGISTRY: dict[str, type[Workload]] = {w.name: w for w in (MNIST1DMLP, MNIST1DCNN)}
+REGISTRY: dict[str, type[Workload]] = {
+    w.name: w for w in (MNIST1DMLP, MNIST1DCNN, CIFARResNet, TinyGPTWorkload)
+}
 
 
 def names() -> list[str]:

@@ -1,0 +1,1 @@
+"""Reports: plots, findings and hardware comparisons built from results files only."""

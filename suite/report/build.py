@@ -1,0 +1,396 @@
+"""`dpsuite report`: one results tree -> index.html, index.md, one PNG per plot, summary.csv."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from suite import predict
+from suite.errors import UserError
+from suite.report import data, findings, plots, render
+
+# Every PNG a report can write starts with one of these; older ones are removed on regeneration.
+PLOT_NAMES = (
+    "throughput",
+    "efficiency",
+    "step_time_breakdown",
+    "allreduce_bandwidth",
+    "accuracy_vs_batch",
+    "training_curves",
+    "steps_to_target",
+    "lr_schedule",
+    "scaling_model",
+)
+REFERENCE_RESULTS = Path("results/reference")
+REFERENCE_REPORT = Path("reports/reference")
+
+
+@dataclass
+class Written:
+    out: Path
+    warnings: list[str]
+
+
+def default_out(results_dir: str | Path) -> Path:
+    return Path("reports") / Path(results_dir).resolve().name
+
+
+def prepare_out(out: Path) -> Path:
+    """Create the output directory and clear the plots an earlier report left there."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
+    for old in out.glob("*.png"):
+        if old.name.startswith(PLOT_NAMES):
+            old.unlink()
+    return out
+
+
+def display_path(path: Path) -> str:
+    """The path as the user would type it: relative when below the working directory."""
+    full = path.resolve()
+    try:
+        return str(full.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(full)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+class FigureWriter:
+    """Saves figures into the report directory and remembers them for the page."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.figures: list[render.Figure] = []
+
+    def add(self, name: str, fig, title: str, caption: str) -> None:
+        if fig is None:
+            return
+        file = f"{name}.png"
+        plots.save(fig, self.out / file)
+        self.figures.append(render.Figure(file=file, title=title, caption=caption))
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+
+
+def machines_lines(runs: pd.DataFrame, comm: pd.DataFrame) -> list[str]:
+    """One line per machine: what it is, from the hardware fingerprint."""
+    frames = [f for f in (runs, comm) if not f.empty and "machine" in f.columns]
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    lines = []
+    for machine, grp in rows.groupby("machine", sort=True):
+        first = grp.iloc[0]
+
+        def get(key: str, row=first):
+            value = row.get(f"hardware.{key}")
+            return None if value is None or (isinstance(value, float) and pd.isna(value)) else value
+
+        parts = [f"{get('cpu') or 'unknown CPU'} ({get('cpu_count') or '?'} cores)"]
+        accel = get("accelerator")
+        if accel and accel != "none":
+            parts.append(f"{get('accelerator_count') or '?'} × {accel}")
+        for key in ("backend", "torch"):
+            if get(key):
+                parts.append(f"{key} {get(key)}")
+        lines.append(f"Machine `{machine}`: " + ", ".join(parts))
+    return lines
+
+
+def status_line(tree: data.ResultsTree) -> str:
+    counts = tree.runs["status"].value_counts() if not tree.runs.empty else pd.Series(dtype=int)
+    parts = [f"{n} {s}" for s, n in counts.items()]
+    benches = tree.comm["bench_id"].nunique() if not tree.comm.empty else 0
+    runs = plural(len(tree.runs), "run") + (f" ({', '.join(parts)})" if parts else "")
+    benches = plural(benches, "all-reduce benchmark")
+    return f"Results: `{display_path(tree.source)}`: {runs}, {benches}."
+
+
+# ---- sections ---------------------------------------------------------------------------------
+
+
+def scaling_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Report) -> None:
+    scaling = data.scaling_table(tree.runs)
+    if scaling.empty:
+        return
+    base = int(scaling["base_workers"].min())
+    counts = scaling.groupby("series")["runs"].sum()
+    figs.add(
+        "throughput",
+        plots.throughput_vs_workers(scaling),
+        "Throughput vs workers",
+        f"Median measured samples/s of the complete DDP runs at each worker count "
+        f"({int(counts.sum())} runs); dashed: ideal linear scaling from N={base}.",
+    )
+    figs.add(
+        "efficiency",
+        plots.efficiency_vs_workers(scaling),
+        "Scaling efficiency vs workers",
+        f"Throughput at N workers divided by N/{base} × the throughput at N={base}. "
+        "100 % is perfect scaling; the dotted line marks 80 %.",
+    )
+    figs.add(
+        "step_time_breakdown",
+        plots.step_time_breakdown(scaling),
+        "Step-time breakdown",
+        "Median step time split into compute (the step without gradient synchronisation), "
+        "exposed communication (the time the all-reduce adds) and the rest; the black tick is "
+        "the total all-reduce time, part of which overlaps the backward pass.",
+    )
+    report.findings += findings.scaling_findings(scaling)
+    table = scaling.assign(
+        efficiency_pct=100 * scaling["efficiency"],
+        step_time_ms=1e3 * scaling["step_time_s"],
+        compute_ms=1e3 * scaling["compute_time_s"],
+        exposed_comm_ms=1e3 * scaling["exposed_comm_s"],
+        comm_ms=1e3 * scaling["comm_time_s"],
+    )
+    cols = [
+        "series",
+        "workers",
+        "runs",
+        "samples_per_s",
+        "efficiency_pct",
+        "step_time_ms",
+        "compute_ms",
+        "exposed_comm_ms",
+        "comm_ms",
+    ]
+    report.tables.append(render.Table("Scaling", table[cols].dropna(axis=1, how="all")))
+
+
+def model_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Report) -> None:
+    """The alpha-beta scaling model fitted to these results, beside the measured points."""
+    if tree.runs.empty or tree.comm.empty:
+        return
+    fits, _ = predict.fit_all(tree.runs, tree.comm)
+    curves, measured, validation = [], [], []
+    for fit in fits:
+        for batch in sorted(fit.validation["per_worker_batch"].unique()):
+            label = f"{fit.workload}, b={batch}" + (f" ({fit.hardware})" if len(fits) > 1 else "")
+            curves.append(
+                fit.model.predict(predict.DEFAULT_WORKERS, int(batch)).assign(series=label)
+            )
+            val = fit.validation[fit.validation["per_worker_batch"] == batch]
+            measured.append(
+                val.assign(
+                    series=label, samples_per_s=val["workers"] * batch / val["measured_step_s"]
+                )
+            )
+            validation.append(val.assign(series=label))
+    if not curves:
+        return
+    figs.add(
+        "scaling_model",
+        plots.model_vs_measured(pd.concat(curves), pd.concat(measured)),
+        "Scaling model: predicted vs measured throughput",
+        "Step time = compute (workers=1 runs, linear in batch) + (1 − overlap) × ring all-reduce "
+        "time (alpha-beta fit to comm-bench); throughput = N × b / step time, up to 4096 workers. "
+        "Solid: within the measured worker counts; dashed: extrapolation. `dpsuite predict` "
+        "prints the fitted parameters.",
+    )
+    table = pd.concat(validation)
+    report.findings += findings.model_findings(table)
+    report.tables.append(
+        render.Table(
+            "Scaling model validation",
+            table[["series", "workers", "measured_step_s", "predicted_step_s", "error_pct"]],
+            "Predicted against measured median step time at every measured worker count.",
+        )
+    )
+
+
+def comm_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Report) -> None:
+    if tree.comm.empty:
+        return
+    figs.add(
+        "allreduce_bandwidth",
+        plots.allreduce_bandwidth(tree.comm),
+        "All-reduce bandwidth vs message size",
+        "From `dpsuite comm-bench` (nccl-tests definitions): algbw = bytes / time; "
+        "busbw = algbw × 2(n−1)/n, the per-link rate, comparable across rank counts.",
+    )
+    report.findings += findings.comm_bench_findings(tree.comm)
+
+
+def convergence_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Report) -> None:
+    conv = data.convergence_runs(tree.runs)
+    if conv.empty:
+        return
+    acc = data.accuracy_table(conv)
+    groups = list(conv.groupby("group", sort=True))
+    for label, group in groups:
+        suffix = f"-{slug(label)}" if len(groups) > 1 else ""
+        about = f" ({label})" if len(groups) > 1 else ""
+        group_acc = acc[acc["group"] == label]
+        base = data.baseline(group)
+        seeds = int(group_acc["seeds"].max()) if len(group_acc) else 0
+        epochs = group["epochs"].dropna()
+        budget = f", {epochs.iloc[0]:g} epochs at every batch" if len(epochs) else ""
+        figs.add(
+            f"accuracy_vs_batch{suffix}",
+            plots.accuracy_vs_batch(
+                group, group_acc, base, f"Final test accuracy vs global batch{about}"
+            ),
+            f"Final accuracy vs global batch{about}",
+            f"Mean final test accuracy per LR rule and global batch{budget}; "
+            + (
+                f"error bars: ± 1 standard deviation over up to {seeds} seeds. "
+                if seeds > 1
+                else "one seed per point (no error bars). "
+            )
+            + (
+                f"Grey band: the batch-{base.batch} baseline ± 1 point. "
+                if base is not None
+                else ""
+            )
+            + "×: a diverged run, drawn at its last finite evaluation.",
+        )
+        batches = data.curve_batches(group)
+        figs.add(
+            f"training_curves{suffix}",
+            plots.training_curves(
+                group, tree.epochs, batches, f"Test accuracy during training{about}"
+            ),
+            f"Training curves{about}",
+            f"Test accuracy at each evaluation, per LR rule, at global batches "
+            f"{', '.join(map(str, batches))} (lowest seed). ×: the run diverged after this point.",
+        )
+        targets = group["target_acc"].dropna().unique()
+        target = float(targets[0]) if len(targets) == 1 else None
+        figs.add(
+            f"steps_to_target{suffix}",
+            plots.steps_to_target(
+                data.steps_to_target_table(group), target, f"Steps to target vs global batch{about}"
+            ),
+            f"Steps to target vs global batch{about}",
+            "Median optimizer steps until the test accuracy first reached the workload's target, "
+            "over the runs that reached it. Dashed: perfect scaling (doubling the batch halves "
+            "the steps); curves bend away from it where larger batches stop paying off.",
+        )
+        lr_section(tree, group, suffix, about, figs)
+        report.findings += [
+            f"{label}: {s}" if len(groups) > 1 else s
+            for s in findings.convergence_findings(group, group_acc, base)
+        ]
+    table = acc.assign(
+        acc_mean_pct=100 * acc["acc_mean"], acc_std_points=100 * acc["acc_std"]
+    ).sort_values(["group", "lr_rule", "global_batch"])
+    cols = [
+        "group",
+        "lr_rule",
+        "global_batch",
+        "acc_mean_pct",
+        "acc_std_points",
+        "seeds",
+        "diverged",
+    ]
+    if acc["group"].nunique() == 1:
+        cols.remove("group")
+    report.tables.append(render.Table("Final accuracy by LR rule and global batch", table[cols]))
+
+
+def lr_section(
+    tree: data.ResultsTree, group: pd.DataFrame, suffix: str, about: str, figs: FigureWriter
+) -> None:
+    batch = data.lr_batch(group)
+    runs = data.one_run_per(group[group["global_batch"] == batch], ["lr_rule"])
+    series = {r["lr_rule"]: data.lr_series(tree, r["run_id"]) for _, r in runs.iterrows()}
+    series = {rule: s for rule, s in series.items() if len(s)}
+    if not series:
+        return
+    warm = runs[(runs["lr_rule"] == "linear_warmup") & runs["warmup_epochs"].notna()]
+    warmup_end = None
+    if len(warm) and "steps_per_epoch" in warm.columns:
+        spe = pd.to_numeric(warm["steps_per_epoch"], errors="coerce").iloc[0]
+        warmup_end = float(warm["warmup_epochs"].iloc[0] * spe) if pd.notna(spe) else None
+    figs.add(
+        f"lr_schedule{suffix}",
+        plots.lr_schedules(series, batch, warmup_end),
+        f"Learning rate by step at global batch {batch}{about}",
+        "The learning rate each rule applied (from steps.csv, sampled, and the evaluations in "
+        "epochs.csv). `linear_warmup` ramps from the base LR to the scaled LR over its warmup.",
+    )
+
+
+def runs_tables(tree: data.ResultsTree, report: render.Report) -> None:
+    unfinished = data.unfinished_runs(tree.runs)
+    if len(unfinished):
+        report.tables.insert(
+            0,
+            render.Table(
+                "Failed runs",
+                unfinished,
+                "Runs that produced no result (failed, or still running); not plotted.",
+            ),
+        )
+    runs = tree.runs.sort_values(["workload", "mode", "lr_rule", "global_batch", "workers", "seed"])
+    listing = pd.DataFrame(
+        {
+            "run_id": runs["run_id"],
+            "status": runs["status"],
+            "machine": runs["machine"],
+            "workers": runs["workers"],
+            "global_batch": runs["global_batch"],
+            "lr_rule": runs["lr_rule"],
+            "seed": runs["seed"],
+            "samples_per_s": runs["samples_per_s"],
+            "step_time_ms": 1e3 * runs["step_time_s"],
+            "final_acc_pct": 100 * runs["final_eval_acc"],
+        }
+    )
+    if listing["machine"].nunique() <= 1:
+        listing = listing.drop(columns="machine")
+    report.tables.append(
+        render.Table("All runs", listing, "Every column of every run is in `summary.csv`.")
+    )
+
+
+def build_report(results_dir: str | Path, out: str | Path | None = None) -> Written:
+    """Read ``results_dir`` and write its report to ``out`` (default reports/<name>)."""
+    tree = data.load_tree(results_dir)
+    out = prepare_out(Path(out) if out is not None else default_out(results_dir))
+    report = render.Report(
+        title=f"dpsuite report: {Path(results_dir).resolve().name}",
+        meta=[status_line(tree), *machines_lines(tree.runs, tree.comm)],
+    )
+    figs = FigureWriter(out)
+    if not tree.runs.empty:
+        report.findings += findings.run_status_findings(tree.runs)
+        scaling_section(tree, figs, report)
+    comm_section(tree, figs, report)
+    model_section(tree, figs, report)
+    if not tree.runs.empty:
+        convergence_section(tree, figs, report)
+        runs_tables(tree, report)
+        data.summary_frame(tree.runs).to_csv(out / "summary.csv", index=False)
+    else:
+        (out / "summary.csv").write_text(",".join(["machine", *data.RUN_COLUMNS]) + "\n")
+    if not figs.figures:
+        report.findings.append(
+            "No plot applies to these results: scaling plots need complete DDP runs at two or "
+            "more worker counts; convergence plots need runs at two or more global batches "
+            "under two or more LR rules (or simulated workers)."
+        )
+    report.figures = figs.figures
+    report.warnings = tree.warnings
+    render.write(report, out)
+    return Written(out=out, warnings=tree.warnings)
+
+
+def regenerate_reference(
+    results_dir: Path = REFERENCE_RESULTS, out: Path = REFERENCE_REPORT
+) -> Written:
+    """Rebuild the committed reference report from the committed reference results."""
+    return build_report(results_dir, out)

@@ -1,0 +1,439 @@
+"""Load a results tree for a report and derive the tables the plots and findings are drawn from.
+
+Everything here reads results files through `suite.results` only; nothing imports the engine.
+Problems with single files become warnings (the report goes on); a directory that holds no
+readable results at all is a `UserError`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from suite import results
+from suite.errors import UserError
+
+RUN_COLUMNS = [
+    "run_id",
+    "status",
+    "error",
+    "workload",
+    "mode",
+    "workers",
+    "per_worker_batch",
+    "global_batch",
+    "lr_rule",
+    "base_lr",
+    "base_batch",
+    "peak_lr",
+    "warmup_epochs",
+    "epochs",
+    "seed",
+    "precision",
+    "device",
+    "target_acc",
+    "schedule",
+    "train_samples",
+    "samples_per_s",
+    "samples_per_s_per_worker",
+    "step_time_s",
+    "step_time_p90_s",
+    "compute_time_s",
+    "comm_time_s",
+    "exposed_comm_s",
+    "comm_fraction",
+    "steps",
+    "final_train_loss",
+    "final_eval_loss",
+    "final_eval_acc",
+    "best_eval_acc",
+    "steps_to_target",
+    "epochs_to_target",
+    "grad_noise_scale",
+    "wall_time_s",
+    "hardware.tag",
+    "hardware.machine_id",
+    "hardware.hostname",
+    "hardware.cpu",
+    "hardware.cpu_count",
+    "hardware.accelerator",
+    "hardware.accelerator_count",
+    "hardware.backend",
+    "hardware.torch",
+    "run_dir",
+]
+TEXT_COLUMNS = {
+    "run_id",
+    "status",
+    "error",
+    "workload",
+    "mode",
+    "lr_rule",
+    "precision",
+    "device",
+    "schedule",
+    "run_dir",
+}
+NUMERIC_COLUMNS = [
+    c for c in RUN_COLUMNS if c not in TEXT_COLUMNS and not c.startswith("hardware.")
+]
+RULE_ORDER = ("naive", "linear", "linear_warmup", "sqrt", "lars")
+# Scaling series: runs that differ only in worker count.
+SCALING_KEY = ["machine", "workload", "per_worker_batch", "precision", "device"]
+# Convergence groups: runs of one training recipe that differ in global batch and LR rule.
+CONVERGENCE_KEY = [
+    "machine",
+    "workload",
+    "train_samples",
+    "epochs",
+    "base_lr",
+    "base_batch",
+    "schedule",
+    "precision",
+]
+
+
+@dataclass
+class ResultsTree:
+    """One results directory as the report sees it."""
+
+    source: Path
+    runs: pd.DataFrame
+    epochs: dict[str, pd.DataFrame] = field(default_factory=dict)
+    steps: dict[str, pd.DataFrame] = field(default_factory=dict)
+    comm: pd.DataFrame = field(default_factory=pd.DataFrame)
+    warnings: list[str] = field(default_factory=list)
+
+
+def check_results_dir(path: str | Path) -> Path:
+    """The directory as a Path, or a UserError saying why it cannot be read."""
+    root = Path(path)
+    if not root.exists():
+        raise UserError(f"results directory not found: {root}")
+    if not root.is_dir():
+        raise UserError(f"not a directory: {root}")
+    if not os.access(root, os.R_OK | os.X_OK):
+        raise UserError(f"results directory is not readable: {root}")
+    return root
+
+
+def load_tree(path: str | Path) -> ResultsTree:
+    """Read every run (with its CSVs) and every comm-bench result below ``path``."""
+    root = check_results_dir(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runs = results.load(root)
+        comm = results.load_comm_bench(root)
+    notes = [str(w.message) for w in caught if w.category is UserWarning]  # not library noise
+    if runs.empty and comm.empty:
+        found = "unreadable results only" if notes else "no run.json or comm_bench.json"
+        raise UserError(f"no results to report in {root} ({found})")
+    runs = tidy_runs(runs)
+    tree = ResultsTree(source=root, runs=runs, comm=tidy_comm(comm), warnings=notes)
+    for run_id, run_dir in zip(runs["run_id"], runs["run_dir"], strict=True):
+        tree.epochs[run_id] = read_run_csv(results.load_epochs, run_dir, tree.warnings)
+        tree.steps[run_id] = read_run_csv(results.load_steps, run_dir, tree.warnings)
+    tree.runs = add_divergence_points(tree.runs, tree.epochs)
+    return tree
+
+
+def read_run_csv(
+    reader: Callable[[str], pd.DataFrame], run_dir: str, notes: list[str]
+) -> pd.DataFrame:
+    """A run's CSV through the results reader; its warnings become report notes."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        frame = reader(run_dir)
+    notes.extend(str(w.message) for w in caught if w.category is UserWarning)
+    return frame
+
+
+def machine_label(row: pd.Series) -> str:
+    """The machine a run ran on: its hardware tag, or host and fingerprint when untagged."""
+    tag = row.get("hardware.tag")
+    if isinstance(tag, str) and tag.strip():
+        return tag.strip()
+    mid, host = row.get("hardware.machine_id"), row.get("hardware.hostname")
+    mid = mid if isinstance(mid, str) and mid else None
+    host = host if isinstance(host, str) and host else None
+    if host and mid:
+        return f"{host} ({mid})"
+    return host or mid or "unknown machine"
+
+
+def tidy_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Every contract column present, numbers as numbers, and a ``machine`` label."""
+    runs = runs.copy()
+    for col in RUN_COLUMNS:
+        if col not in runs.columns:
+            runs[col] = None
+    for col in NUMERIC_COLUMNS:
+        runs[col] = pd.to_numeric(runs[col], errors="coerce")
+    for col in ("workload", "mode", "lr_rule", "precision", "device", "schedule"):
+        runs[col] = runs[col].fillna("?").astype(str)
+    runs["machine"] = runs.apply(machine_label, axis=1) if not runs.empty else []
+    return runs
+
+
+def tidy_comm(comm: pd.DataFrame) -> pd.DataFrame:
+    if comm.empty:
+        return comm
+    comm = comm.copy()
+    for col in ("size_bytes", "time_us", "algbw_GBps", "busbw_GBps", "world_size"):
+        comm[col] = pd.to_numeric(comm[col], errors="coerce")
+    comm["machine"] = comm.apply(machine_label, axis=1)
+    return comm.dropna(subset=["size_bytes", "busbw_GBps", "algbw_GBps"])
+
+
+def add_divergence_points(runs: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Where each run's last finite evaluation was: the point a diverged run is drawn at."""
+    runs = runs.copy()
+    last_epoch, last_acc = [], []
+    for run_id in runs["run_id"]:
+        ep = epochs.get(run_id, pd.DataFrame())
+        finite = ep[np.isfinite(ep["eval_loss"]) & np.isfinite(ep["eval_acc"])] if len(ep) else ep
+        last_epoch.append(finite["epoch"].iloc[-1] if len(finite) else math.nan)
+        last_acc.append(finite["eval_acc"].iloc[-1] if len(finite) else math.nan)
+    runs["last_finite_epoch"] = last_epoch
+    runs["last_finite_acc"] = last_acc
+    return runs
+
+
+# ---- scaling -----------------------------------------------------------------------------------
+
+
+def scaling_table(
+    runs: pd.DataFrame, always: tuple[str, ...] = ("workload", "per_worker_batch")
+) -> pd.DataFrame:
+    """Per scaling series and worker count: median throughput, step-time parts and efficiency.
+
+    A series is the complete DDP runs of one machine, workload and per-worker batch; it counts
+    when it holds at least two worker counts. Efficiency is tput(N) / (N/N0 · tput(N0)), with N0
+    the smallest worker count measured (1 in a normal sweep). Legend labels name the key parts
+    that differ between series, plus ``always``.
+    """
+    ok = runs[
+        (runs["mode"] == "ddp")
+        & (runs["status"] == "complete")
+        & (runs["samples_per_s"] > 0)
+        & (runs["workers"] >= 1)
+    ]
+    if ok.empty:
+        return pd.DataFrame()
+    parts = [
+        "samples_per_s",
+        "step_time_s",
+        "compute_time_s",
+        "comm_time_s",
+        "exposed_comm_s",
+    ]
+    table = (
+        ok.groupby([*SCALING_KEY, "workers"], dropna=False)[parts]
+        .median()
+        .join(ok.groupby([*SCALING_KEY, "workers"], dropna=False).size().rename("runs"))
+        .reset_index()
+    )
+    series = []
+    for _, grp in table.groupby(SCALING_KEY, dropna=False, sort=True):
+        if grp["workers"].nunique() < 2:
+            continue
+        grp = grp.sort_values("workers").copy()
+        base = grp.iloc[0]
+        grp["base_workers"] = int(base["workers"])
+        ideal = base["samples_per_s"] * grp["workers"] / base["workers"]
+        grp["ideal_samples_per_s"] = ideal
+        grp["efficiency"] = grp["samples_per_s"] / ideal
+        series.append(grp)
+    if not series:
+        return pd.DataFrame()
+    out = pd.concat(series, ignore_index=True)
+    out["series"] = series_labels(out, SCALING_KEY, list(always))
+    shown = shown_parts(out, SCALING_KEY, list(always))
+    out["series_title"] = " · ".join(COLUMN_NAMES[c] for c in shown)
+    return out
+
+
+COLUMN_NAMES = {
+    "machine": "machine",
+    "workload": "workload",
+    "per_worker_batch": "per-worker batch",
+    "precision": "precision",
+    "device": "device",
+    "epochs": "epochs",
+    "train_samples": "training samples",
+    "base_lr": "base LR",
+    "base_batch": "base batch",
+    "schedule": "schedule",
+}
+
+
+def shown_parts(frame: pd.DataFrame, key: list[str], always: list[str]) -> list[str]:
+    """The key columns a label names: those that tell series apart, plus ``always``."""
+    return [c for c in key if c in always or frame[c].nunique(dropna=False) > 1]
+
+
+def series_labels(frame: pd.DataFrame, key: list[str], always: list[str]) -> list[str]:
+    """Legend labels naming the key parts that tell the series apart (plus ``always``)."""
+    shown = shown_parts(frame, key, always)
+    return [" · ".join(describe(c, row[c]) for c in shown) for _, row in frame.iterrows()]
+
+
+def describe(column: str, value) -> str:
+    if column == "per_worker_batch":
+        return f"{int(value)}/worker"
+    if pd.isna(value):
+        return f"{COLUMN_NAMES.get(column, column)} ?"
+    if column == "epochs":
+        return f"{value:g} epochs"
+    if column == "train_samples":
+        return f"{int(value)} training samples"
+    if column == "base_lr":
+        return f"base LR {value:g}"
+    if column == "base_batch":
+        return f"base batch {int(value)}"
+    return str(value)
+
+
+# ---- convergence -------------------------------------------------------------------------------
+
+
+def convergence_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Complete and diverged runs that belong to a convergence group, with a ``group`` label.
+
+    A group (one machine, workload, epoch budget and precision) counts when it spans at least two
+    global batches and either two LR rules or simulated workers: a plain scaling sweep (one rule,
+    real workers) is not a convergence study.
+    """
+    done = runs[runs["status"].isin(["complete", "diverged"]) & (runs["global_batch"] >= 1)]
+    keep = []
+    for _, grp in done.groupby(CONVERGENCE_KEY, dropna=False, sort=True):
+        study = grp["lr_rule"].nunique() >= 2 or (grp["mode"] == "simulated").any()
+        if grp["global_batch"].nunique() >= 2 and study:
+            keep.append(grp)
+    if not keep:
+        return pd.DataFrame()
+    out = pd.concat(keep, ignore_index=True)
+    out["group"] = series_labels(out, CONVERGENCE_KEY, always=["workload"])
+    return out
+
+
+def rule_order(rules) -> list[str]:
+    """LR rules in the order they are introduced in the docs, unknown ones last."""
+    known = [r for r in RULE_ORDER if r in set(rules)]
+    return known + sorted(set(rules) - set(RULE_ORDER))
+
+
+def accuracy_table(conv: pd.DataFrame) -> pd.DataFrame:
+    """Per group, rule and global batch: final accuracy over the completed seeds, and divergence."""
+    rows = []
+    for (group, rule, batch), grp in conv.groupby(["group", "lr_rule", "global_batch"]):
+        done = grp[grp["status"] == "complete"]["final_eval_acc"].dropna()
+        rows.append(
+            {
+                "group": group,
+                "lr_rule": rule,
+                "global_batch": int(batch),
+                "acc_mean": done.mean() if len(done) else math.nan,
+                "acc_std": done.std(ddof=1) if len(done) > 1 else 0.0,
+                "seeds": len(done),
+                "diverged": int((grp["status"] == "diverged").sum()),
+                "runs": len(grp),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    batch: int
+    acc: float  # mean final accuracy (fraction) of the completed runs at the smallest batch
+    std: float
+    runs: int
+
+
+def baseline(conv_group: pd.DataFrame) -> Baseline | None:
+    """The small-batch reference: every completed run at the group's smallest global batch."""
+    smallest = conv_group["global_batch"].min()
+    at = conv_group[(conv_group["global_batch"] == smallest) & (conv_group["status"] == "complete")]
+    accs = at["final_eval_acc"].dropna()
+    if accs.empty:
+        return None
+    std = float(accs.std(ddof=1)) if len(accs) > 1 else 0.0
+    return Baseline(batch=int(smallest), acc=float(accs.mean()), std=std, runs=len(accs))
+
+
+def curve_batches(conv_group: pd.DataFrame, most: int = 3) -> list[int]:
+    """A few global batches to show training curves at: smallest, largest and one between."""
+    batches = sorted(int(b) for b in conv_group["global_batch"].unique())
+    if len(batches) <= most:
+        return batches
+    picks = {batches[0], batches[-1]}
+    for i in range(1, most - 1):
+        target = math.exp(
+            math.log(batches[0]) + i * (math.log(batches[-1]) - math.log(batches[0])) / (most - 1)
+        )
+        picks.add(min(batches, key=lambda b: abs(math.log(b) - math.log(target))))
+    return sorted(picks)
+
+
+def one_run_per(conv_group: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The lowest-seed run for each combination of ``keys`` (for curves, where seeds don't mix)."""
+    ordered = conv_group.sort_values(["seed", "run_id"])
+    return ordered.drop_duplicates(keys).reset_index(drop=True)  # whole rows, never mixed
+
+
+def lr_batch(conv_group: pd.DataFrame) -> int:
+    """The large batch to draw LR schedules at: the largest one run under the most rules."""
+    rules_per_batch = conv_group.groupby("global_batch")["lr_rule"].nunique()
+    best = rules_per_batch.max()
+    return int(max(b for b, n in rules_per_batch.items() if n == best))
+
+
+def lr_series(tree: ResultsTree, run_id: str) -> pd.DataFrame:
+    """A run's LR by step: steps.csv (sampled, timing warm-up excluded) merged with epochs.csv."""
+    parts = [
+        frame[["step", "lr"]]
+        for frame in (tree.steps.get(run_id), tree.epochs.get(run_id))
+        if frame is not None and len(frame)
+    ]
+    if not parts:
+        return pd.DataFrame(columns=["step", "lr"])
+    merged = pd.concat(parts).dropna().drop_duplicates("step").sort_values("step")
+    return merged.reset_index(drop=True)
+
+
+def steps_to_target_table(conv_group: pd.DataFrame) -> pd.DataFrame:
+    """Per rule and batch: median steps to the target accuracy over the runs that reached it."""
+    hit = conv_group[conv_group["steps_to_target"].notna()]
+    if hit.empty:
+        return pd.DataFrame()
+    return (
+        hit.groupby(["lr_rule", "global_batch"])["steps_to_target"]
+        .median()
+        .reset_index()
+        .sort_values(["lr_rule", "global_batch"])
+    )
+
+
+# ---- runs that produced no result --------------------------------------------------------------
+
+
+def unfinished_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Failed runs (and runs still in progress): listed in a table, never plotted."""
+    cols = ["run_id", "status", "workload", "mode", "workers", "global_batch", "lr_rule", "error"]
+    bad = runs[runs["status"].isin(["failed", "running"])]
+    return bad[cols].sort_values(["status", "run_id"]).reset_index(drop=True)
+
+
+def summary_frame(runs: pd.DataFrame) -> pd.DataFrame:
+    """summary.csv: one row per run, contract columns first."""
+    first = ["machine", *RUN_COLUMNS, "last_finite_epoch", "last_finite_acc"]
+    rest = sorted(c for c in runs.columns if c not in first)
+    return runs[[c for c in first if c in runs.columns] + rest].sort_values("run_id")

@@ -1,0 +1,233 @@
+"""Findings: sentences computed from the numbers in the tables (no sentence is written by hand).
+
+Accuracies are fractions in the tables and points (percent) in the sentences.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from suite.report import data
+from suite.report.plots import human_bytes
+
+EFFICIENCY_THRESHOLD = 0.80  # "scales well" when throughput is at least 80 % of ideal
+SUPERLINEAR = 1.10  # efficiency above this points at a slow baseline, not at magic
+ACCURACY_TOLERANCE = 0.01  # "holds the baseline" when within 1 point of it
+
+
+def pct(fraction: float, digits: int = 1) -> str:
+    return f"{100 * fraction:.{digits}f} %"
+
+
+def run_status_findings(runs: pd.DataFrame) -> list[str]:
+    counts = runs["status"].value_counts()
+    out = []
+    total = len(runs)
+    if counts.get("diverged", 0):
+        out.append(
+            f"{counts['diverged']} of {total} runs diverged (non-finite loss); they are drawn "
+            "with an × at their last finite evaluation."
+        )
+    if counts.get("failed", 0):
+        out.append(f"{counts['failed']} of {total} runs failed; they are listed under Failed runs.")
+    if counts.get("running", 0):
+        out.append(f"{counts['running']} of {total} runs are still running and are not plotted.")
+    return out
+
+
+def scaling_findings(scaling: pd.DataFrame) -> list[str]:
+    out = []
+    for label, grp in scaling.groupby("series", sort=False):
+        grp = grp.sort_values("workers")
+        first, last = grp.iloc[0], grp.iloc[-1]
+        n0, n = int(first["workers"]), int(last["workers"])
+        speedup = last["samples_per_s"] / first["samples_per_s"]
+        out.append(
+            f"{label}: throughput goes from {first['samples_per_s']:,.0f} samples/s on "
+            f"{n0} worker{'s' if n0 > 1 else ''} to {last['samples_per_s']:,.0f} samples/s on "
+            f"{n} workers, {speedup:.2f}× the speed ({pct(last['efficiency'], 0)} scaling "
+            "efficiency)."
+        )
+        more = grp[grp["workers"] > n0]
+        good = more[more["efficiency"] >= EFFICIENCY_THRESHOLD]
+        if good.empty:
+            best = more.loc[more["efficiency"].idxmax()]
+            out.append(
+                f"{label}: no worker count above {n0} reaches {pct(EFFICIENCY_THRESHOLD, 0)} "
+                f"scaling efficiency (best: {pct(best['efficiency'], 0)} at "
+                f"{int(best['workers'])} workers)."
+            )
+        else:
+            k = good.loc[good["workers"].idxmax()]
+            out.append(
+                f"{label}: largest worker count with ≥ {pct(EFFICIENCY_THRESHOLD, 0)} scaling "
+                f"efficiency: {int(k['workers'])} ({pct(k['efficiency'], 0)})."
+            )
+        top = grp.loc[grp["efficiency"].idxmax()]
+        if top["efficiency"] > SUPERLINEAR:
+            out.append(
+                f"{label}: efficiency above 100 % ({pct(top['efficiency'], 0)} at "
+                f"{int(top['workers'])} workers) means the {n0}-worker run was slower per worker "
+                "than the larger ones (often thread oversubscription or a busy machine during "
+                "that run); rerun it before trusting this curve."
+            )
+        out.extend(communication_findings(label, grp))
+    return out
+
+
+def communication_findings(label: str, grp: pd.DataFrame) -> list[str]:
+    """Exposed communication at the largest worker count that has it measured."""
+    have = grp.dropna(subset=["exposed_comm_s", "step_time_s"])
+    have = have[have["workers"] > 1]
+    if have.empty:
+        return []
+    row = have.iloc[-1]
+    n, step, exposed = int(row["workers"]), row["step_time_s"], row["exposed_comm_s"]
+    if exposed <= 0:  # a step with gradient sync measured no slower than one without
+        return [f"{label}: no measurable exposed communication at {n} workers."]
+    sentence = (
+        f"{label}: exposed communication is {pct(exposed / step)} of step time at {n} workers "
+        f"({1e3 * exposed:.2f} of {1e3 * step:.2f} ms)"
+    )
+    comm = row.get("comm_time_s")
+    if pd.notna(comm) and comm > 0:
+        hidden = min(max(1 - exposed / comm, 0.0), 1.0)
+        sentence += (
+            f"; {pct(hidden, 0)} of the {1e3 * comm:.2f} ms all-reduce is hidden behind compute"
+        )
+    return [sentence + "."]
+
+
+def convergence_findings(
+    group: pd.DataFrame, acc: pd.DataFrame, base: data.Baseline | None
+) -> list[str]:
+    """Where each rule keeps the small-batch accuracy, and where it falls or diverges."""
+    if base is None:
+        out = ["No run at the smallest global batch completed, so there is no baseline accuracy."]
+        for rule in data.rule_order(acc["lr_rule"]):
+            div = acc[(acc["lr_rule"] == rule) & (acc["diverged"] > 0)]
+            if len(div):
+                batches = ", ".join(str(b) for b in sorted(div["global_batch"]))
+                out.append(f"`{rule}` diverges at global batch {batches}.")
+        return out
+    spread = f"; standard deviation {100 * base.std:.1f} points" if base.runs > 1 else ""
+    out = [
+        f"Baseline: at global batch {base.batch} the runs reach {pct(base.acc)} test accuracy "
+        f"(mean of {base.runs} run{'s' if base.runs > 1 else ''}{spread})."
+    ]
+    for rule in data.rule_order(acc["lr_rule"]):
+        rows = acc[(acc["lr_rule"] == rule) & (acc["global_batch"] > base.batch)]
+        if not rows.empty:
+            out.append(rule_finding(rule, rows.sort_values("global_batch"), base))
+    out.extend(target_findings(group))
+    return out
+
+
+def rule_finding(rule: str, rows: pd.DataFrame, base: data.Baseline) -> str:
+    holds = [
+        r["diverged"] == 0
+        and pd.notna(r["acc_mean"])
+        and r["acc_mean"] >= base.acc - ACCURACY_TOLERANCE
+        for _, r in rows.iterrows()
+    ]
+    batches = list(rows["global_batch"])
+    largest = batches[-1]
+    if all(holds):
+        last = rows.iloc[-1]
+        return (
+            f"`{rule}` stays within 1 point of the batch-{base.batch} accuracy at every global "
+            f"batch tested, up to {largest} ({pct(last['acc_mean'])})."
+        )
+    first_fail = holds.index(False)
+    if first_fail == 0:
+        head = (
+            f"`{rule}` falls more than 1 point below the batch-{base.batch} accuracy already at "
+            f"global batch {batches[0]}"
+        )
+    else:
+        head = (
+            f"`{rule}` stays within 1 point of the batch-{base.batch} accuracy up to global batch "
+            f"{batches[first_fail - 1]}"
+        )
+    tail = []
+    diverged = rows[rows["diverged"] > 0]
+    if not diverged.empty:
+        parts = [
+            f"{r['global_batch']}"
+            + (f" ({r['diverged']} of {r['runs']} runs)" if r["runs"] > 1 else "")
+            for _, r in diverged.iterrows()
+        ]
+        tail.append(f"diverges at global batch {', '.join(parts)}")
+    finished = rows[rows["acc_mean"].notna()]
+    beyond = finished[finished["global_batch"] >= batches[first_fail]]
+    if not beyond.empty:
+        worst = beyond.iloc[-1]
+        tail.append(f"falls to {pct(worst['acc_mean'])} at batch {worst['global_batch']}")
+    return head + ("; " + " and ".join(tail) if tail else "") + "."
+
+
+def target_findings(group: pd.DataFrame) -> list[str]:
+    """How steps-to-target shrink with batch for the rule measured at the most batch sizes."""
+    targets = group["target_acc"].dropna().unique()
+    if len(targets) != 1:
+        return []
+    target = float(targets[0])
+    table = data.steps_to_target_table(group)
+    out = []
+    missed = group[group["steps_to_target"].isna()]
+    if len(missed):
+        out.append(
+            f"{len(missed)} of {len(group)} runs never reached {pct(target, 0)} test accuracy "
+            "(not drawn in the steps-to-target plot)."
+        )
+    if table.empty:
+        return out
+    counts = table.groupby("lr_rule")["global_batch"].nunique()
+    if counts.max() < 2:
+        return out
+    rule = next(r for r in data.rule_order(counts.index) if counts[r] == counts.max())
+    r = table[table["lr_rule"] == rule].sort_values("global_batch")
+    (b1, s1), (b2, s2) = (
+        r.iloc[0][["global_batch", "steps_to_target"]],
+        r.iloc[-1][["global_batch", "steps_to_target"]],
+    )
+    ideal = s1 * b1 / b2
+    out.append(
+        f"With `{rule}`, steps to reach {pct(target, 0)} fall from {s1:,.0f} at batch {b1:g} to "
+        f"{s2:,.0f} at batch {b2:g}; perfect scaling would need {ideal:,.0f} "
+        f"({pct((s1 / s2) / (b2 / b1), 0)} of the ideal reduction)."
+    )
+    return out
+
+
+def comm_bench_findings(comm: pd.DataFrame) -> list[str]:
+    out = []
+    keys = ["machine", "world_size", "backend", "bench_id"]
+    for (machine, world, backend, _), grp in comm.groupby(keys, dropna=False, sort=True):
+        peak = grp.loc[grp["busbw_GBps"].idxmax()]
+        ranks = f"{int(world)} ranks" if pd.notna(world) else "? ranks"
+        out.append(
+            f"{machine}, {ranks} ({backend}): peak all-reduce bus bandwidth "
+            f"{peak['busbw_GBps']:.2f} GB/s at {human_bytes(peak['size_bytes'])} messages."
+        )
+        errors = pd.to_numeric(grp["errors"], errors="coerce").fillna(0)
+        if (errors > 0).any():
+            out.append(
+                f"{machine}, {ranks}: the all-reduce gave wrong results at "
+                f"{int((errors > 0).sum())} message sizes; its timings are not to be trusted."
+            )
+    return out
+
+
+def model_findings(validation: pd.DataFrame) -> list[str]:
+    """How far the scaling model's step time is from the measured one, where both exist."""
+    multi = validation[validation["workers"] > 1]
+    if multi.empty:
+        return []
+    worst = multi.loc[multi["error_pct"].abs().idxmax()]
+    within = multi["error_pct"].abs().max()
+    return [
+        f"The scaling model predicts the measured multi-worker step times within "
+        f"{within:.0f} % (worst: {worst['series']} at {int(worst['workers'])} workers, "
+        f"{worst['error_pct']:+.0f} %)."
+    ]

@@ -1,0 +1,437 @@
+"""One function per plot. Each takes tables from `suite.report.data` and returns a Figure.
+
+Figures are built with matplotlib's object API on the Agg backend (no display, no global pyplot
+state) and share one style: labelled axes with units, log2 axes for workers and batch sizes, and
+one colour per LR rule that is the same in every plot.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib import ticker  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from suite.report import data  # noqa: E402
+
+DPI = 110
+STYLE = {
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "legend.fontsize": 9,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "legend.frameon": False,
+    "lines.linewidth": 1.8,
+    "lines.markersize": 6,
+}
+RULE_COLORS = {
+    "naive": "#d62728",
+    "linear": "#ff7f0e",
+    "linear_warmup": "#2ca02c",
+    "sqrt": "#1f77b4",
+    "lars": "#9467bd",
+}
+SERIES_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
+DIVERGED_MARKER = {
+    "marker": "X",
+    "markersize": 10,
+    "markeredgecolor": "black",
+    "linestyle": "",
+    "clip_on": False,
+}
+
+
+def styled(plot: Callable[..., Figure | None]) -> Callable[..., Figure | None]:
+    """Build the figure under the shared style."""
+
+    @functools.wraps(plot)
+    def wrapper(*args, **kwargs):
+        with matplotlib.rc_context(STYLE):
+            return plot(*args, **kwargs)
+
+    return wrapper
+
+
+def save(fig: Figure, path: Path) -> None:
+    fig.savefig(path, dpi=DPI, bbox_inches="tight", facecolor="white")
+
+
+def rule_color(rule: str) -> str:
+    return RULE_COLORS.get(rule, "#7f7f7f")
+
+
+def series_color(i: int) -> str:
+    return SERIES_COLORS[i % len(SERIES_COLORS)]
+
+
+def log2_axis(ax: Axes, values: Iterable[float], axis: str = "x") -> None:
+    """A base-2 log axis with a tick (as a plain number) at every measured value."""
+    ticks = sorted({float(v) for v in values if v and np.isfinite(v)})
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=2)
+    target.set_major_locator(ticker.FixedLocator(ticks))
+    target.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    target.set_minor_locator(ticker.NullLocator())
+    if len(ticks) == 1:  # one value: give the axis some room around it
+        (ax.set_xlim if axis == "x" else ax.set_ylim)(ticks[0] / 1.5, ticks[0] * 1.5)
+
+
+def plain_log_axis(ax: Axes, axis: str = "y") -> None:
+    """A base-10 log axis labelled 1, 2, 3, 5 per decade as plain numbers (no 10^k)."""
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+    target.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+    target.set_major_formatter(ticker.FuncFormatter(plain_number))
+    target.set_minor_locator(ticker.NullLocator())
+
+
+def plain_number(v: float, _pos=None) -> str:
+    """1,000,000 rather than 1e+06; small values keep three significant digits."""
+    return f"{v:,.0f}" if v >= 1 else f"{v:.3g}"
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:g} {unit}"
+        n /= 1024
+    return f"{n:g} TiB"
+
+
+def percent_axis(ax: Axes) -> None:
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+
+
+def accuracy_axis(ax: Axes, min_span: float = 10.0) -> None:
+    """Percent labels, and at least ``min_span`` points of range so noise is not magnified."""
+    percent_axis(ax)
+    lo, hi = ax.get_ylim()
+    if hi - lo < min_span:
+        mid = (lo + hi) / 2
+        lo, hi = mid - min_span / 2, mid + min_span / 2
+        shift = max(0.0, -lo) - max(0.0, hi - 100.0)
+        ax.set_ylim(lo + shift, hi + shift)
+
+
+# ---- 1-3: scaling ------------------------------------------------------------------------------
+
+
+@styled
+def throughput_vs_workers(scaling: pd.DataFrame) -> Figure:
+    """Measured samples/s against workers, with the ideal linear line from the smallest N."""
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.add_subplot()
+    for i, (label, grp) in enumerate(scaling.groupby("series", sort=False)):
+        c = series_color(i)
+        ax.plot(grp["workers"], grp["samples_per_s"], "o-", color=c, label=label)
+        ax.plot(grp["workers"], grp["ideal_samples_per_s"], "--", color=c, alpha=0.5, lw=1.2)
+    log2_axis(ax, scaling["workers"])
+    plain_log_axis(ax, "y")
+    base = int(scaling["base_workers"].min())
+    handles, labels = ax.get_legend_handles_labels()
+    handles.append(Line2D([], [], color="gray", ls="--", alpha=0.6))
+    labels.append(f"ideal: linear from N={base}")
+    ax.legend(handles, labels, title=scaling["series_title"].iloc[0])
+    ax.set_xlabel("workers (data-parallel ranks)")
+    ax.set_ylabel("throughput (samples/s, log scale)")
+    ax.set_title("Training throughput vs workers")
+    return fig
+
+
+@styled
+def efficiency_vs_workers(scaling: pd.DataFrame) -> Figure:
+    """Scaling efficiency tput(N) / (N/N0 · tput(N0)) in percent."""
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.add_subplot()
+    for i, (label, grp) in enumerate(scaling.groupby("series", sort=False)):
+        ax.plot(grp["workers"], 100 * grp["efficiency"], "o-", color=series_color(i), label=label)
+    ax.axhline(100, color="black", lw=1, ls="--", label="ideal (100 %)")
+    ax.axhline(80, color="gray", lw=1, ls=":", label="80 % threshold")
+    log2_axis(ax, scaling["workers"])
+    top = max(110.0, float(100 * scaling["efficiency"].max()) * 1.08)
+    ax.set_ylim(0, top)
+    percent_axis(ax)
+    ax.legend(title=scaling["series_title"].iloc[0])
+    base = int(scaling["base_workers"].min())
+    ax.set_xlabel("workers (data-parallel ranks)")
+    ax.set_ylabel(f"scaling efficiency (%), relative to N={base}")
+    ideal = "N × throughput(1)" if base == 1 else f"N/{base} × throughput({base})"
+    ax.set_title(f"Scaling efficiency: throughput(N) / ({ideal})")
+    return fig
+
+
+@styled
+def step_time_breakdown(scaling: pd.DataFrame) -> Figure | None:
+    """Stacked bars per worker count: compute, exposed communication, the rest of the step."""
+    have = scaling.dropna(subset=["step_time_s", "compute_time_s", "exposed_comm_s"])
+    if have.empty:
+        return None
+    series = list(have.groupby("series", sort=False))
+    fig = Figure(figsize=(max(5.0, 4.2 * len(series)), 4.5))
+    axes = fig.subplots(1, len(series), squeeze=False)[0]
+    for ax, (label, grp) in zip(axes, series, strict=True):
+        x = np.arange(len(grp))
+        compute = 1e3 * grp["compute_time_s"].to_numpy()
+        exposed = 1e3 * grp["exposed_comm_s"].clip(lower=0).to_numpy()
+        rest = np.clip(1e3 * grp["step_time_s"].to_numpy() - compute - exposed, 0, None)
+        ax.bar(x, compute, color="#1f77b4", label="compute (no gradient sync)")
+        ax.bar(x, exposed, bottom=compute, color="#d62728", label="exposed communication")
+        ax.bar(x, rest, bottom=compute + exposed, color="#bbbbbb", label="rest of step")
+        comm_ms = 1e3 * grp["comm_time_s"].fillna(0).to_numpy()
+        tallest = float(np.nanmax(np.concatenate([compute + exposed + rest, comm_ms])))
+        ax.set_ylim(0, 1.08 * tallest)
+        if grp["comm_time_s"].notna().any():
+            ax.plot(
+                x,
+                1e3 * grp["comm_time_s"],
+                "k_",
+                markersize=22,
+                mew=2,
+                label="all-reduce time (incl. overlapped)",
+            )
+        ax.set_xticks(x, [str(int(w)) for w in grp["workers"]])
+        ax.set_xlabel("workers")
+        ax.set_ylabel("median step time (ms)")
+        ax.set_title(label)
+        ax.grid(axis="x", visible=False)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2)
+    fig.suptitle("Where a training step's time goes")
+    return fig
+
+
+# ---- 4: all-reduce microbenchmark ------------------------------------------------------------
+
+
+@styled
+def allreduce_bandwidth(comm: pd.DataFrame) -> Figure | None:
+    """busbw and algbw against message size, one line per machine, world size and backend."""
+    if comm.empty:
+        return None
+    fig = Figure(figsize=(11, 4.5))
+    axes = fig.subplots(1, 2, sharex=True)
+    keys = ["machine", "world_size", "backend", "bench_id"]
+    groups = list(comm.groupby(keys, dropna=False, sort=True))
+    for i, ((machine, world, backend, _bench), grp) in enumerate(groups):
+        grp = grp.sort_values("size_bytes")
+        world_txt = f"{int(world)} ranks" if pd.notna(world) else "? ranks"
+        label = f"{machine} · {world_txt} · {backend}"
+        for ax, col in zip(axes, ("busbw_GBps", "algbw_GBps"), strict=True):
+            ax.plot(grp["size_bytes"], grp[col], "o-", ms=3.5, color=series_color(i), label=label)
+    sizes = sorted(comm["size_bytes"].unique())
+    exps = sorted({int(round(math.log2(s))) for s in sizes if s > 0})
+    step = max(1, math.ceil(len(exps) / 8))
+    for ax, name in zip(
+        axes, ("bus bandwidth (busbw)", "algorithm bandwidth (algbw)"), strict=True
+    ):
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_locator(ticker.FixedLocator([2.0**e for e in exps[::step]]))
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: human_bytes(v)))
+        ax.xaxis.set_minor_locator(ticker.NullLocator())
+        ax.set_xlabel("message size")
+        ax.set_ylabel(f"{name} (GB/s)")
+        ax.set_ylim(bottom=0)
+        ax.tick_params(axis="x", labelrotation=30)
+    axes[0].set_title("busbw = algbw × 2(n−1)/n (comparable across rank counts)")
+    axes[1].set_title("algbw = message size / time")
+    axes[0].legend(title="machine · ranks · backend")
+    fig.suptitle("All-reduce bandwidth vs message size")
+    return fig
+
+
+# ---- 5-8: convergence --------------------------------------------------------------------------
+
+
+@styled
+def accuracy_vs_batch(
+    group: pd.DataFrame, acc: pd.DataFrame, base: data.Baseline | None, title: str
+) -> Figure:
+    """Final test accuracy against global batch, one line per rule, seed spread as error bars."""
+    fig = Figure(figsize=(7.5, 4.8))
+    ax = fig.add_subplot()
+    if base is not None:
+        lo, hi = 100 * base.acc - 1, 100 * base.acc + 1
+        ax.axhspan(lo, hi, color="gray", alpha=0.18, lw=0)
+        ax.axhline(100 * base.acc, color="gray", lw=1)
+    for rule in data.rule_order(acc["lr_rule"]):
+        r = acc[(acc["lr_rule"] == rule) & acc["acc_mean"].notna()].sort_values("global_batch")
+        if r.empty:
+            continue
+        ax.errorbar(
+            r["global_batch"],
+            100 * r["acc_mean"],
+            yerr=100 * r["acc_std"],
+            fmt="o-",
+            capsize=3,
+            color=rule_color(rule),
+            label=rule,
+        )
+    div = group[group["status"] == "diverged"]
+    for rule, grp in div.groupby("lr_rule"):
+        ax.plot(
+            grp["global_batch"],
+            100 * grp["last_finite_acc"].fillna(0),
+            color=rule_color(rule),
+            **DIVERGED_MARKER,
+        )
+    log2_axis(ax, group["global_batch"])
+    accuracy_axis(ax)
+    handles, labels = ax.get_legend_handles_labels()
+    if base is not None:
+        handles.append(Patch(color="gray", alpha=0.3))
+        labels.append(f"batch-{base.batch} baseline ± 1 point")
+    if not div.empty:
+        handles.append(Line2D([], [], color="gray", **DIVERGED_MARKER))
+        labels.append("diverged (at last finite eval)")
+    ax.legend(handles, labels, title="LR rule", loc="best")
+    ax.set_xlabel("global batch (samples per step)")
+    ax.set_ylabel("final test accuracy (%)")
+    ax.set_title(title)
+    return fig
+
+
+@styled
+def training_curves(
+    group: pd.DataFrame, epochs: dict[str, pd.DataFrame], batches: list[int], title: str
+) -> Figure | None:
+    """Test accuracy against epoch for each rule, one panel per global batch."""
+    runs = data.one_run_per(group[group["global_batch"].isin(batches)], ["global_batch", "lr_rule"])
+    if not any(len(epochs.get(r, ())) for r in runs["run_id"]):
+        return None
+    fig = Figure(figsize=(4.2 * len(batches), 4.2))
+    axes = fig.subplots(1, len(batches), sharey=True, squeeze=False)[0]
+    for ax, batch in zip(axes, batches, strict=True):
+        at = runs[runs["global_batch"] == batch]
+        for rule in data.rule_order(at["lr_rule"]):
+            run = at[at["lr_rule"] == rule].iloc[0]
+            ep = epochs.get(run["run_id"], pd.DataFrame())
+            finite = (
+                ep[np.isfinite(ep["eval_loss"]) & np.isfinite(ep["eval_acc"])] if len(ep) else ep
+            )
+            if finite.empty:
+                continue
+            ax.plot(
+                finite["epoch"], 100 * finite["eval_acc"], "-", color=rule_color(rule), label=rule
+            )
+            if run["status"] == "diverged":
+                ax.plot(
+                    finite["epoch"].iloc[-1],
+                    100 * finite["eval_acc"].iloc[-1],
+                    color=rule_color(rule),
+                    **DIVERGED_MARKER,
+                )
+        ax.set_title(f"global batch {batch}")
+        ax.set_xlabel("epoch")
+        if group["epochs"].notna().any():  # the planned budget: early ends stay visible
+            ax.set_xlim(0, float(group["epochs"].max()))
+    accuracy_axis(axes[0])
+    axes[0].set_ylabel("test accuracy (%)")
+    legend: dict[str, object] = {}
+    for ax in axes:  # panels may hold different rules: one legend for all
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    if (runs["status"] == "diverged").any():
+        legend["diverged"] = Line2D([], [], color="gray", **DIVERGED_MARKER)
+    axes[0].legend(list(legend.values()), list(legend.keys()), title="LR rule")
+    fig.suptitle(title)
+    return fig
+
+
+@styled
+def steps_to_target(table: pd.DataFrame, target: float | None, title: str) -> Figure | None:
+    """Steps to the target accuracy against global batch (log-log), with perfect scaling."""
+    if table.empty or table["global_batch"].nunique() < 2:
+        return None
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.add_subplot()
+    for rule in data.rule_order(table["lr_rule"]):
+        r = table[table["lr_rule"] == rule]
+        ax.plot(r["global_batch"], r["steps_to_target"], "o-", color=rule_color(rule), label=rule)
+    b0 = table["global_batch"].min()
+    s0 = table[table["global_batch"] == b0]["steps_to_target"].min()
+    xs = np.array(sorted(table["global_batch"].unique()), dtype=float)
+    ax.plot(xs, s0 * b0 / xs, "k--", lw=1, label="perfect scaling (steps ∝ 1/batch)")
+    log2_axis(ax, xs)
+    plain_log_axis(ax, "y")
+    ax.legend(title="LR rule")
+    ax.set_xlabel("global batch (samples per step)")
+    what = f"{100 * target:g} % test accuracy" if target is not None else "the target accuracy"
+    ax.set_ylabel(f"steps to reach {what} (log scale)")
+    ax.set_title(title)
+    return fig
+
+
+@styled
+def lr_schedules(series: dict[str, pd.DataFrame], batch: int, warmup_end: float | None) -> Figure:
+    """The learning rate each rule used, step by step, at one large global batch."""
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.add_subplot()
+    for rule in data.rule_order(series):
+        s = series[rule]
+        ax.plot(s["step"], s["lr"], "-", color=rule_color(rule), label=rule)
+    if warmup_end:
+        ax.axvline(warmup_end, color="gray", ls=":", lw=1)
+        ax.annotate(
+            "end of warmup",
+            (warmup_end, 1),
+            xycoords=("data", "axes fraction"),
+            xytext=(4, -12),
+            textcoords="offset points",
+            color="gray",
+        )
+    ax.set_ylim(bottom=0)
+    ax.legend(title="LR rule")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("learning rate")
+    ax.set_title(f"Learning rate by step at global batch {batch}")
+    return fig
+
+
+@styled
+def model_vs_measured(curves: pd.DataFrame, measured: pd.DataFrame) -> Figure | None:
+    """Predicted throughput per series (solid where measured, dashed where extrapolated) with
+    the measured points on top."""
+    if curves.empty:
+        return None
+    fig = Figure(figsize=(7.2, 4.6))
+    ax = fig.add_subplot()
+    for i, (label, grp) in enumerate(curves.groupby("series", sort=True)):
+        color = series_color(i)
+        grp = grp.sort_values("workers")
+        inside = grp[~grp["extrapolated"]]
+        # the dashed part starts at the last measured point so the line is continuous
+        outside = grp[grp["workers"] >= inside["workers"].max()] if len(inside) else grp
+        ax.plot(inside["workers"], inside["samples_per_s"], color=color, label=f"{label}: model")
+        ax.plot(outside["workers"], outside["samples_per_s"], color=color, linestyle="--")
+        pts = measured[measured["series"] == label]
+        ax.plot(
+            pts["workers"],
+            pts["samples_per_s"],
+            "o",
+            color=color,
+            markeredgecolor="black",
+            label=f"{label}: measured",
+        )
+    log2_axis(ax, curves["workers"])
+    plain_log_axis(ax, "y")
+    ax.set_xlabel("workers (log2; dashed: extrapolation beyond the measured worker counts)")
+    ax.set_ylabel("throughput (samples/s)")
+    ax.set_title("Scaling model: predicted vs measured throughput")
+    ax.legend(loc="upper left", fontsize=8)
+    return fig

@@ -1,0 +1,254 @@
+"""Small synthetic results trees for report tests, written with the real results writer.
+
+The numbers are chosen so that every finding has a known answer; the tests recompute the
+expected sentences from the constants here.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from suite import results
+
+TARGET = 0.85
+EPOCHS = 3
+STEPS_PER_EPOCH = 10
+PER_WORKER = 32
+BASE_LR = 0.1
+
+# Scaling: samples/s per worker count; compute time is flat, the rest of a step is exposed comm.
+THROUGHPUT = {1: 1000.0, 2: 1900.0, 4: 3400.0, 8: 5200.0}
+COMPUTE_S = 0.032  # the 1-worker step: no communication there
+
+# Convergence: mean final accuracy per rule and global batch (seeds are mean -/+ 0.01);
+# None means both seeds diverged. Steps to the 85 % target where it is reached.
+ACCURACY = {
+    "naive": {32: 0.91, 64: 0.88, 128: 0.80, 256: 0.62},
+    "linear": {32: 0.91, 64: 0.905, 128: None, 256: None},
+    "linear_warmup": {32: 0.91, 64: 0.91, 128: 0.905, 256: 0.89},
+}
+STEPS_TO_TARGET = {32: 400, 64: 210, 128: 120, 256: 90}
+SEEDS = (0, 1)
+
+
+def hardware(tag: str | None, host: str = "box", cpu: str = "Test CPU") -> dict:
+    return {
+        "tag": tag,
+        "hostname": host,
+        "cpu": cpu,
+        "cpu_count": 8,
+        "accelerator": "none",
+        "accelerator_count": 0,
+        "backend": "gloo",
+        "torch": "2.13.0+cpu",
+        "machine_id": f"id-{host}",
+    }
+
+
+def lr_at(rule: str, batch: int, step: int, total: int) -> float:
+    """A warmup + cosine schedule like the engine's, enough to draw plot 8."""
+    peak = {"naive": BASE_LR, "sqrt": BASE_LR * math.sqrt(batch / 32)}.get(
+        rule, BASE_LR * batch / 32
+    )
+    warm = STEPS_PER_EPOCH if rule == "linear_warmup" else 0
+    if step < warm:
+        return BASE_LR + (peak - BASE_LR) * step / warm
+    return peak * 0.5 * (1 + math.cos(math.pi * (step - warm) / max(total - warm, 1)))
+
+
+def write_run(
+    root: Path,
+    *,
+    workers: int,
+    lr_rule: str = "linear_warmup",
+    mode: str = "ddp",
+    seed: int = 0,
+    status: str = "complete",
+    final_acc: float | None = 0.9,
+    samples_per_s: float | None = None,
+    timing: bool = True,
+    steps_to_target: int | None = None,
+    tag: str | None = "box-a",
+    host: str = "box",
+    error: str | None = None,
+    workload: str = "mnist1d_mlp",
+    epochs: int = EPOCHS,
+    compute_s: float = COMPUTE_S,
+) -> Path:
+    batch = workers * PER_WORKER
+    summary = {
+        "workload": workload,
+        "mode": mode,
+        "workers": workers,
+        "per_worker_batch": PER_WORKER,
+        "global_batch": batch,
+        "lr_rule": lr_rule,
+        "base_lr": BASE_LR,
+        "base_batch": 32,
+        "peak_lr": lr_at(lr_rule, batch, STEPS_PER_EPOCH, 10**9),
+        "warmup_epochs": 1.0 if lr_rule == "linear_warmup" else 0.0,
+        "epochs": epochs,
+        "seed": seed,
+        "precision": "fp32",
+        "device": "cpu",
+        "target_acc": TARGET,
+    }
+    run_id = results.make_run_id(summary, {**summary, "tag": tag, "host": host})
+    writer = results.RunWriter(root / run_id)
+    writer.start(
+        {
+            "run_id": run_id,
+            **summary,
+            "config": {"workers": workers},
+            "hardware": hardware(tag, host),
+            "steps_per_epoch": STEPS_PER_EPOCH,
+        }
+    )
+    if status == "failed":
+        writer.finish("failed", error=error or "worker 3 exited with code 1")
+        return writer.dir
+    total = epochs * STEPS_PER_EPOCH
+    diverge_epoch = 2 if status == "diverged" else None
+    for epoch in range(epochs + 1):
+        step = epoch * STEPS_PER_EPOCH
+        finite = diverge_epoch is None or epoch < diverge_epoch
+        acc = 0.1 + ((final_acc or 0.6) - 0.1) * math.sqrt(epoch / epochs)
+        writer.append_epoch(
+            {
+                "epoch": epoch,
+                "step": step,
+                "samples_seen": step * batch,
+                "lr": lr_at(lr_rule, batch, step, total),
+                "train_loss": 2.3 - epoch * 0.5 if finite else float("nan"),
+                "eval_loss": 2.2 - epoch * 0.5 if finite else float("nan"),
+                "eval_acc": acc if finite else 0.098,
+                "wall_s": 1.0 + epoch,
+            }
+        )
+        if not finite:
+            break
+    writer.write_steps(
+        {
+            "step": s,
+            "step_time_s": 0.01,
+            "compute_s": "",
+            "comm_s": "",
+            "lr": lr_at(lr_rule, batch, s, total),
+        }
+        for s in range(5, total)
+    )
+    tput = samples_per_s if samples_per_s is not None else 800.0 * workers
+    step_time = batch / tput
+    exposed = step_time - compute_s if timing else None
+    metrics = {
+        "samples_per_s": tput,
+        "samples_per_s_per_worker": tput / workers,
+        "step_time_s": step_time,
+        "step_time_p90_s": step_time * 1.1,
+        "compute_time_s": compute_s if timing else None,
+        "comm_time_s": 2 * exposed if timing else None,
+        "exposed_comm_s": exposed,
+        "comm_fraction": exposed / step_time if timing else None,
+        "steps": total,
+        "final_eval_acc": 0.098 if status == "diverged" else final_acc,
+        "best_eval_acc": final_acc,
+        "steps_to_target": steps_to_target,
+        "epochs_to_target": None if steps_to_target is None else steps_to_target / STEPS_PER_EPOCH,
+        "grad_noise_scale": None,
+    }
+    err = "non-finite eval loss at step 20 (epoch 2)" if status == "diverged" else None
+    writer.finish(status, error=err, metrics=metrics)
+    return writer.dir
+
+
+def write_scaling(
+    root: Path,
+    tag: str | None = "box-a",
+    speed: float = 1.0,
+    timing: bool = True,
+    host: str = "box",
+) -> None:
+    """A scaling sweep: 1..8 real workers, one rule, a short (1-epoch) budget."""
+    for workers, tput in THROUGHPUT.items():
+        write_run(
+            root,
+            workers=workers,
+            samples_per_s=speed * tput,
+            timing=timing,
+            tag=tag,
+            host=host,
+            epochs=1,
+            compute_s=COMPUTE_S / speed,
+        )
+
+
+def write_convergence(root: Path) -> None:
+    for rule, by_batch in ACCURACY.items():
+        for batch, acc in by_batch.items():
+            for seed in SEEDS:
+                reached = acc is not None and acc >= TARGET
+                write_run(
+                    root,
+                    workers=batch // PER_WORKER,
+                    mode="simulated",
+                    lr_rule=rule,
+                    seed=seed,
+                    status="diverged" if acc is None else "complete",
+                    final_acc=None if acc is None else acc + (0.01 if seed else -0.01),
+                    steps_to_target=STEPS_TO_TARGET[batch] if reached else None,
+                )
+
+
+def write_comm_bench(root: Path, tag: str = "box-a", peak: float = 4.0, world: int = 2) -> None:
+    rows = []
+    for e in range(10, 25, 2):
+        size = 2**e
+        busbw = peak * size / (size + 2**18)
+        algbw = busbw * world / (2 * (world - 1))
+        rows.append(
+            {
+                "size_bytes": size,
+                "count": size // 4,
+                "dtype": "float32",
+                "time_us": size / (algbw * 1e3),
+                "algbw_GBps": algbw,
+                "busbw_GBps": busbw,
+                "errors": 0,
+            }
+        )
+    meta = {
+        "bench_id": f"bench-{tag}",
+        "world_size": world,
+        "backend": "gloo",
+        "hardware": hardware(tag, tag),
+    }
+    results.write_comm_bench(root / "comm_bench" / f"bench-{tag}", meta, rows)
+
+
+def write_failures(root: Path) -> dict[str, Path]:
+    """A failed run, a stale 'running' run, and damaged files; returns what was damaged."""
+    failed = write_run(root, workers=16, status="failed")
+    stale = write_run(root, workers=1, lr_rule="sqrt", seed=9)
+    # The damaged runs are of another workload at one batch: they form no series of their own.
+    other = {"workload": "mnist1d_cnn", "workers": 2, "mode": "simulated", "lr_rule": "sqrt"}
+    rec = results.read_json(stale / "run.json")
+    rec.update(status="running", pid=2**22 + 4321, host=os.uname().nodename)
+    results.write_json_atomic(stale / "run.json", rec)
+    truncated = root / "broken-run" / "run.json"
+    truncated.parent.mkdir(parents=True)
+    truncated.write_text('{"run_id": "broken-run", "status": "compl')
+    minimal = root / "minimal" / "run.json"  # valid JSON that lacks almost every key
+    results.write_json_atomic(minimal, {"run_id": "minimal", "status": "complete"})
+    garbage_epochs = write_run(root, seed=5, **other) / "epochs.csv"
+    garbage_epochs.write_bytes(b"\x00\xff\xfe garbage \x89PNG\n\x00\x00")
+    bad_steps = write_run(root, seed=6, **other) / "steps.csv"
+    bad_steps.write_text("time,value\n1,2\n")
+    return {
+        "failed": failed,
+        "stale": stale,
+        "truncated": truncated,
+        "epochs": garbage_epochs,
+        "steps": bad_steps,
+    }

@@ -1,0 +1,382 @@
+"""`dpsuite report` and `dpsuite compare` on synthetic results trees written by the real writer."""
+
+from __future__ import annotations
+
+import struct
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from suite import results
+from suite.report import data
+from tests import report_trees as trees
+from tests.conftest import run_subprocess
+
+SCALING_PLOTS = {"throughput.png", "efficiency.png", "step_time_breakdown.png"}
+CONVERGENCE_PLOTS = {
+    "accuracy_vs_batch.png",
+    "training_curves.png",
+    "steps_to_target.png",
+    "lr_schedule.png",
+}
+COMM_PLOT = {"allreduce_bandwidth.png"}
+
+
+class ImageSources(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sources: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.sources.append(dict(attrs)["src"])
+
+
+def html_images(report_dir: Path) -> list[str]:
+    parser = ImageSources()
+    parser.feed((report_dir / "index.html").read_text())
+    return parser.sources
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """Width and height from the PNG header (signature, then the IHDR chunk)."""
+    blob = path.read_bytes()
+    assert blob[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    length, kind = struct.unpack(">I4s", blob[8:16])
+    assert kind == b"IHDR" and length == 13
+    return struct.unpack(">II", blob[16:24])
+
+
+def findings_of(report_dir: Path) -> list[str]:
+    md = (report_dir / "index.md").read_text()
+    section = md.split("## Findings\n\n", 1)[1].split("\n\n", 1)[0]
+    return [line[2:] for line in section.splitlines()]
+
+
+def report(dpsuite, capsys, results_dir: Path, out: Path) -> tuple[Path, str]:
+    assert dpsuite("report", str(results_dir), "--out", str(out)) == 0
+    return out, capsys.readouterr().err
+
+
+def assert_valid_images(report_dir: Path) -> set[str]:
+    sources = html_images(report_dir)
+    assert sources, "the report shows no plot"
+    for src in sources:
+        assert not Path(src).is_absolute() and "/" not in src, "images sit beside index.html"
+        width, height = png_size(report_dir / src)
+        assert width > 100 and height > 100
+    md = (report_dir / "index.md").read_text()
+    assert all(f"]({src})" in md for src in sources)
+    assert {p.name for p in report_dir.glob("*.png")} == set(sources), "one PNG per plot"
+    return set(sources)
+
+
+# ---- fixtures: each tree is written and reported once per module -----------------------------
+
+
+@pytest.fixture(scope="module")
+def scaling_tree(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("scaling")
+    trees.write_scaling(root)
+    trees.write_comm_bench(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def convergence_tree(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("convergence")
+    trees.write_convergence(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def mixed_tree(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
+    root = tmp_path_factory.mktemp("mixed")
+    trees.write_scaling(root)
+    trees.write_convergence(root)
+    trees.write_comm_bench(root)
+    return root, trees.write_failures(root)
+
+
+def expected_scaling_findings(label: str = "mnist1d_mlp · 32/worker") -> list[str]:
+    t = trees.THROUGHPUT
+    eff = {n: t[n] / (n * t[1]) for n in t}
+    step8 = 8 * trees.PER_WORKER / t[8]
+    exposed8 = step8 - trees.COMPUTE_S
+    return [
+        f"{label}: throughput goes from 1,000 samples/s on 1 worker to 5,200 samples/s on "
+        f"8 workers, {t[8] / t[1]:.2f}× the speed ({100 * eff[8]:.0f} % scaling efficiency).",
+        f"{label}: largest worker count with ≥ 80 % scaling efficiency: 4 ({100 * eff[4]:.0f} %).",
+        f"{label}: exposed communication is {100 * exposed8 / step8:.1f} % of step time at 8 "
+        f"workers ({1e3 * exposed8:.2f} of {1e3 * step8:.2f} ms); 50 % of the "
+        f"{2e3 * exposed8:.2f} ms all-reduce is hidden behind compute.",
+    ]
+
+
+def expected_convergence_findings() -> list[str]:
+    acc = trees.ACCURACY
+    s = trees.STEPS_TO_TARGET
+    return [
+        "Baseline: at global batch 32 the runs reach 91.0 % test accuracy (mean of 6 runs; "
+        "standard deviation 1.1 points).",
+        "`naive` falls more than 1 point below the batch-32 accuracy already at global batch 64; "
+        f"falls to {100 * acc['naive'][256]:.1f} % at batch 256.",
+        "`linear` stays within 1 point of the batch-32 accuracy up to global batch 64; diverges "
+        "at global batch 128 (2 of 2 runs), 256 (2 of 2 runs).",
+        "`linear_warmup` stays within 1 point of the batch-32 accuracy up to global batch 128; "
+        f"falls to {100 * acc['linear_warmup'][256]:.1f} % at batch 256.",
+        "8 of 24 runs never reached 85 % test accuracy (not drawn in the steps-to-target plot).",
+        f"With `linear_warmup`, steps to reach 85 % fall from {s[32]} at batch 32 to {s[256]} at "
+        f"batch 256; perfect scaling would need {s[32] * 32 // 256} "
+        f"({100 * (s[32] / s[256]) / 8:.0f} % of the ideal reduction).",
+    ]
+
+
+# ---- reports ------------------------------------------------------------------------------------
+
+
+def test_scaling_only(dpsuite, capsys, scaling_tree, tmp_path):
+    out, err = report(dpsuite, capsys, scaling_tree, tmp_path / "rep")
+    assert err == ""
+    assert assert_valid_images(out) == SCALING_PLOTS | COMM_PLOT
+    found = findings_of(out)
+    for sentence in expected_scaling_findings():
+        assert sentence in found
+    assert (
+        "box-a, 2 ranks (gloo): peak all-reduce bus bandwidth 3.94 GB/s at 16 MiB messages."
+        in found
+    )
+    assert not any("batch-32 accuracy" in f for f in found)
+    summary = pd.read_csv(out / "summary.csv")
+    assert len(summary) == len(trees.THROUGHPUT)
+    assert list(summary["workers"]) == sorted(trees.THROUGHPUT)  # run ids sort by worker count
+
+
+def test_convergence_only(dpsuite, capsys, convergence_tree, tmp_path):
+    out, _ = report(dpsuite, capsys, convergence_tree, tmp_path / "rep")
+    assert assert_valid_images(out) == CONVERGENCE_PLOTS
+    assert findings_of(out)[1:] == expected_convergence_findings()
+    assert findings_of(out)[0].startswith("4 of 24 runs diverged")
+    summary = pd.read_csv(out / "summary.csv")
+    assert len(summary) == 24 and set(summary["status"]) == {"complete", "diverged"}
+    diverged = summary[summary["status"] == "diverged"]
+    assert diverged["last_finite_epoch"].eq(1).all()  # the × sits at the last finite eval
+
+
+def test_mixed_with_failures_and_corrupt_files(dpsuite, capsys, mixed_tree, tmp_path):
+    root, damaged = mixed_tree
+    out, err = report(dpsuite, capsys, root, tmp_path / "rep")
+    assert assert_valid_images(out) == SCALING_PLOTS | CONVERGENCE_PLOTS | COMM_PLOT
+    found = findings_of(out)
+    assert found[:2] == [
+        "4 of 33 runs diverged (non-finite loss); they are drawn with an × at their last "
+        "finite evaluation.",
+        "2 of 33 runs failed; they are listed under Failed runs.",
+    ]
+    for sentence in expected_scaling_findings() + expected_convergence_findings():
+        assert sentence in found
+    # Each damaged file is named once in a warning; the report goes on without it.
+    warnings = [line for line in err.splitlines() if line.startswith("dpsuite: warning: ")]
+    for key in ("truncated", "epochs", "steps"):
+        assert sum(str(damaged[key]) in w for w in warnings) == 1, (key, warnings)
+    html = (out / "index.html").read_text()
+    assert "<h2>Warnings</h2>" in html and str(damaged["truncated"]) in html
+    failed_section = html.split("<h2>Failed runs</h2>", 1)[1].split("<h2>", 1)[0]
+    assert damaged["failed"].name in failed_section and "worker 3 exited" in failed_section
+    assert damaged["stale"].name in failed_section  # 'running' from a dead process
+    summary = pd.read_csv(out / "summary.csv")
+    assert len(summary) == 33 and summary["run_id"].is_unique
+    assert "minimal" in set(summary["run_id"])  # a sparse record is listed, not fatal
+
+
+def test_without_timing_breakdown_the_plot_is_left_out(dpsuite, capsys, tmp_path):
+    trees.write_scaling(tmp_path / "res", timing=False)
+    out, _ = report(dpsuite, capsys, tmp_path / "res", tmp_path / "rep")
+    assert assert_valid_images(out) == {"throughput.png", "efficiency.png"}
+    assert not any("exposed communication" in f for f in findings_of(out))
+
+
+def test_default_out_and_stale_plots_removed(dpsuite, capsys, tmp_path, monkeypatch):
+    res = tmp_path / "mybox"
+    trees.write_convergence(res)
+    monkeypatch.chdir(tmp_path)
+    assert dpsuite("report", "mybox") == 0
+    out = tmp_path / "reports" / "mybox"
+    assert "report written to reports/mybox/index.html" in capsys.readouterr().out
+    assert assert_valid_images(out) == CONVERGENCE_PLOTS
+    # A later report into the same place does not keep plots that no longer apply.
+    for run in res.iterdir():
+        if "-w1-" not in run.name:
+            for f in run.iterdir():
+                f.unlink()
+            run.rmdir()
+    (out / "notes.png").write_bytes(b"the user's own file")
+    assert dpsuite("report", "mybox") == 0
+    assert html_images(out) == []
+    assert {p.name for p in out.glob("*.png")} == {"notes.png"}
+    assert "No plot applies" in (out / "index.md").read_text()
+
+
+def test_simulated_scaling_runs_are_not_a_scaling_series():
+    frame = pd.DataFrame(
+        {
+            "machine": "m",
+            "workload": "w",
+            "per_worker_batch": 32,
+            "precision": "fp32",
+            "device": "cpu",
+            "workers": [1, 2, 1, 2],
+            "mode": ["simulated", "simulated", "ddp", "ddp"],
+            "status": ["complete", "complete", "complete", "failed"],
+            "samples_per_s": [100.0, 150.0, 100.0, None],
+            "step_time_s": 0.1,
+            "compute_time_s": None,
+            "comm_time_s": None,
+            "exposed_comm_s": None,
+        }
+    )
+    assert data.scaling_table(frame).empty
+
+
+def test_plain_scaling_sweep_is_not_a_convergence_study(scaling_tree):
+    tree = data.load_tree(scaling_tree)
+    assert tree.runs["global_batch"].nunique() == 4
+    assert data.convergence_runs(tree.runs).empty
+
+
+@pytest.mark.parametrize(
+    "batches,expected",
+    [([32], [32]), ([32, 64, 128], [32, 64, 128]), ([32, 64, 128, 256, 512], [32, 128, 512])],
+)
+def test_curve_batches(batches, expected):
+    assert data.curve_batches(pd.DataFrame({"global_batch": batches})) == expected
+
+
+# ---- bad input ----------------------------------------------------------------------------------
+
+
+def bad_dirs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    only_corrupt = tmp_path / "corrupt"
+    (only_corrupt / "r").mkdir(parents=True)
+    (only_corrupt / "r" / "run.json").write_text("{not json")
+    return {
+        "missing": (tmp_path / "nope", "results directory not found"),
+        "file": (a_file, "not a directory"),
+        "empty": (empty, "no results to report"),
+        "corrupt": (only_corrupt, "unreadable results only"),
+    }
+
+
+@pytest.mark.parametrize("case", ["missing", "file", "empty", "corrupt"])
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_bad_dirs_one_line(dpsuite, capsys, tmp_path, case, command):
+    path, message = bad_dirs(tmp_path)[case]
+    out = tmp_path / "out"
+    assert dpsuite(command, str(path), "--out", str(out)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    errors = [line for line in err if line.startswith("dpsuite: error: ")]
+    assert len(errors) == 1 and message in errors[0], err
+    assert not (out / "index.html").exists()
+
+
+def test_bad_arguments_one_line(dpsuite, capsys):
+    assert dpsuite("report") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("dpsuite: error: dpsuite report:")
+    assert dpsuite("compare", "--frobnicate") == 2
+    assert capsys.readouterr().err.strip().count("\n") == 0
+
+
+def test_unwritable_out_is_one_line(dpsuite, capsys, convergence_tree, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert dpsuite("report", str(convergence_tree), "--out", str(blocker / "rep")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "cannot write the report" in err
+
+
+def test_missing_dir_exit_code_as_a_user_sees_it(tmp_path):
+    proc = run_subprocess("report", str(tmp_path / "nowhere"), timeout=120)
+    assert proc.returncode == 2
+    assert (
+        proc.stderr.strip()
+        == f"dpsuite: error: results directory not found: {tmp_path / 'nowhere'}"
+    )
+
+
+# ---- compare ------------------------------------------------------------------------------------
+
+
+def test_compare_two_tagged_trees(dpsuite, capsys, tmp_path):
+    a, b = tmp_path / "box-a", tmp_path / "box-b"
+    trees.write_scaling(a, tag="box-a", host="host-a")
+    trees.write_comm_bench(a, tag="box-a", peak=4.0)
+    trees.write_scaling(b, tag="box-b", host="host-b", speed=0.5)
+    trees.write_comm_bench(b, tag="box-b", peak=1.0)
+    out = tmp_path / "cmp"
+    assert dpsuite("compare", str(a), str(b), "--out", str(out)) == 0
+    assert assert_valid_images(out) == {
+        "throughput.png",
+        "efficiency.png",
+        "allreduce_bandwidth.png",
+    }
+    found = findings_of(out)
+    assert found[0] == (
+        "Over 4 configurations run on both, `box-a` has 2.00× the throughput of `box-b` "
+        "(median; from 2.00× to 2.00×)."
+    )
+    for machine in ("box-a", "box-b"):  # efficiency is the same shape on both
+        label = f"{machine} · mnist1d_mlp · 32/worker"
+        assert f"{label}: largest worker count with ≥ 80 % scaling efficiency: 4 (85 %)." in found
+    ratios = pd.read_csv(out / "ratios.csv")
+    assert sorted(ratios["workers"]) == sorted(trees.THROUGHPUT)
+    assert ratios["throughput_A_div_B"].round(6).eq(2.0).all()
+    assert ratios["step_time_A_div_B"].round(6).eq(0.5).all()
+    assert set(pd.read_csv(out / "summary.csv")["machine"]) == {"box-a", "box-b"}
+
+
+def test_compare_untagged_groups_by_fingerprint(dpsuite, capsys, tmp_path):
+    a, b = tmp_path / "one", tmp_path / "two"
+    trees.write_scaling(a, tag=None, host="alpha")
+    trees.write_scaling(b, tag=None, host="beta", speed=0.8)
+    out = tmp_path / "cmp"
+    assert dpsuite("compare", str(a), str(b), "--out", str(out)) == 0
+    found = findings_of(out)
+    assert found[0].startswith("Over 4 configurations run on both, `alpha (id-alpha)` has 1.25×")
+
+
+def test_compare_one_machine_says_so(dpsuite, capsys, scaling_tree, tmp_path):
+    out = tmp_path / "cmp"
+    assert dpsuite("compare", str(scaling_tree), str(scaling_tree), "--out", str(out)) == 0
+    assert findings_of(out)[0].startswith("All results come from one machine (`box-a`)")
+
+
+def test_efficiency_is_relative_to_the_smallest_worker_count(tmp_path):
+    for workers, tput in ((2, 1000.0), (4, 1800.0)):
+        trees.write_run(tmp_path, workers=workers, samples_per_s=tput)
+    table = data.scaling_table(data.load_tree(tmp_path).runs)
+    assert list(table["base_workers"]) == [2, 2]
+    assert list(table["efficiency"].round(6)) == [1.0, 0.9]
+
+
+def test_scaling_model_section_when_runs_carry_parameter_counts(dpsuite, capsys, tmp_path):
+    root = tmp_path / "res"
+    trees.write_scaling(root)
+    trees.write_comm_bench(root)
+    for run_json in root.rglob("run.json"):
+        rec = results.read_json(run_json)
+        results.write_json_atomic(run_json, {**rec, "num_params": 78_858})
+    out, _ = report(dpsuite, capsys, root, tmp_path / "rep")
+    assert "scaling_model.png" in assert_valid_images(out)
+    found = findings_of(out)
+    assert any(
+        f.startswith("The scaling model predicts the measured multi-worker step times")
+        for f in found
+    )
+    assert "Scaling model validation" in (out / "index.md").read_text()
