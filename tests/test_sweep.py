@@ -33,10 +33,12 @@ def run_dirs(results_dir: Path) -> list[Path]:
 def test_presets_expand_to_their_grids(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # checking a preset creates its (relative) results directory
     scaling = plan(["+sweep=scaling"], multirun=True).specs
-    assert len(scaling) == 16
+    workloads = ("mnist1d_mlp", "mnist1d_cnn", "cifar_resnet", "tiny_gpt")
+    assert len(scaling) == 32
     assert {(s.workload, s.workers, s.per_worker_batch) for s in scaling} == {
-        (w, n, b) for w in ("mnist1d_mlp", "mnist1d_cnn") for n in (1, 2, 4, 8) for b in (32, 128)
+        (w, n, b) for w in workloads for n in (1, 2, 4, 8) for b in (32, 128)
     }
+    assert {(s.mode, s.max_steps) for s in scaling} == {("ddp", 200)}
     conv = plan(["+sweep=convergence"], multirun=True).specs
     assert len(conv) == 7 * 4 * 3
     assert sorted({s.global_batch for s in conv}) == [32 * 2**k for k in range(7)]
