@@ -15,8 +15,6 @@ USAGE = """usage: dpsuite COMMAND [ARGS...]
 commands:
   run [-m] [OVERRIDES...]   one run, or with -m a Hydra multirun sweep
                             e.g. dpsuite run workload=mnist1d_mlp workers=2 lr_rule=linear_warmup
-  sweep NAME [OVERRIDES...] a sweep preset from suite/conf/sweep/NAME.yaml (scaling, convergence,
-                            demo, ...); rerunning it resumes: complete runs are skipped
   report RESULTS_DIR [--out DIR]
                             plots, findings and tables of a results tree (HTML + Markdown + PNG
                             + CSV); default output: reports/<name of RESULTS_DIR>
@@ -24,6 +22,8 @@ commands:
                             several results trees side by side, grouped by machine
   comm-bench [OPTIONS]      all-reduce microbenchmark (size, time, algbw, busbw, correctness)
                             e.g. dpsuite comm-bench --workers 2 --sizes 1K:64M --dtype fp32
+  sweep NAME [OVERRIDES...] a sweep preset from suite/conf/sweep/NAME.yaml (scaling, convergence,
+                            demo, ...); rerunning it resumes: complete runs are skipped
   demo                      a small scaling + convergence sweep on this machine, then its report
   predict [RESULTS_DIR]     fit the scaling model and predict up to thousands of workers
   --help                    this text; `dpsuite run --help` shows the config and its groups

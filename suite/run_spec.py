@@ -277,7 +277,7 @@ def resolve(
         backend = resolve_backend(cfg.backend, device)
         problem = unsupported(cfg.precision, device)
         _require(problem is None, problem or "")
-    else:  # checked on the machine the run starts on
+    else:
         _require(cfg.device in DEVICES, f"device must be one of {', '.join(DEVICES)}")
         _require(cfg.backend in BACKENDS, f"backend must be one of {', '.join(BACKENDS)}")
         device, backend = str(cfg.device), str(cfg.backend)

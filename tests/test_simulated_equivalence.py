@@ -120,6 +120,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+FP64 = Precision.create("fp64", torch.device("cpu"))
+
+
 def simulated_bn_state(fused: bool) -> dict[str, np.ndarray]:
     x, y = bn_data()
     model = bn_model()
