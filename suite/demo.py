@@ -6,8 +6,8 @@ convergence sweep with simulated workers), prints what it found, and builds the 
 
 from __future__ import annotations
 
-import importlib.util
 import math
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -24,19 +24,13 @@ def run_demo(extra: list[str]) -> int:
     results_dir = Path(sweep.composite_results_dir(DEMO_PRESET, extra))
     print()
     print(summary_tables(results_dir))
-    report = build_report_if_available(results_dir, REPORTS_DIR / results_dir.name)
-    if report is not None:
-        print(f"\nreport: {report}")
-    return code
-
-
-def build_report_if_available(results_dir: Path, out_dir: Path) -> Path | None:
-    """Build the report of ``results_dir`` into ``out_dir``; None if reports are not installed."""
-    if importlib.util.find_spec("suite.report.build") is None:
-        return None
     from suite.report.build import build_report
 
-    return Path(build_report(results_dir, out_dir).out)
+    written = build_report(results_dir, REPORTS_DIR / results_dir.name)
+    for warning in written.warnings:
+        print(f"dpsuite: warning: {warning}", file=sys.stderr)
+    print(f"\nreport written to {written.out / 'index.html'} (and index.md, summary.csv)")
+    return code
 
 
 def _pct(x: object) -> str:

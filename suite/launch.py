@@ -6,8 +6,8 @@ import sys
 
 import torch
 
+from suite import data_memo, progress
 from suite import distributed as dd
-from suite import progress
 from suite.distributed import Ranks
 from suite.fingerprint import fingerprint
 from suite.results import RunWriter, read_json, read_status
@@ -105,7 +105,7 @@ def _spawned(local_rank: int, init_method: str, spec: RunSpec) -> None:
 
 def spawn(spec: RunSpec, writer: RunWriter) -> str:
     """Start ``spec.workers`` processes on this host and supervise them until they end."""
-    spec.build_workload().load_data()  # generate/cache the data once, not once per rank
+    data_memo.load_data(spec.build_workload())  # generate/cache the data once, not per rank
     try:
         dd.spawn_local(_spawned, (spec,), spec.workers, spec.threads_per_worker, spec.start_method)
     except dd.WorkerFailure as exc:

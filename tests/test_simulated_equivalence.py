@@ -19,7 +19,6 @@ from workloads import get_workload
 COMMON = [
     *SMALL,
     "precision=fp64",
-    "train.max_steps=30",
     "train.save_params=true",
     "threads_per_worker=1",
     "seed=5",
@@ -34,6 +33,12 @@ def params_of(dpsuite, out, *overrides: str) -> tuple[dict[str, np.ndarray], dic
     return read_params(run), rec
 
 
+def init_model(workload: str, params: dict) -> torch.nn.Module:
+    """The model every run starts from (seed 5, as in COMMON), in float64."""
+    torch.manual_seed(5)
+    return get_workload(workload, **params).build_model().double()
+
+
 def max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
     assert a.keys() == b.keys()
     return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
@@ -41,22 +46,29 @@ def max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
 
 @pytest.mark.multiproc
 @pytest.mark.parametrize(
-    "workers,workload,rule,per_worker",
-    [(2, "mnist1d_mlp", "linear_warmup", 16), (4, "mnist1d_cnn", "sqrt", 8)],
+    "workers,workload,rule,per_worker,params,steps",
+    [
+        (2, "mnist1d_mlp", "linear_warmup", 16, {}, 30),
+        (4, "mnist1d_cnn", "sqrt", 8, {}, 30),
+        # BatchNorm: the micro-batches run one by one. A tiny ResNet: width 4, 400 images.
+        (2, "cifar_resnet", "linear", 8, {"width": 4, "num_samples": 400}, 8),
+    ],
+    ids=["mlp-2", "cnn-4", "resnet_bn-2"],
 )
-def test_simulated_equals_real_ddp(dpsuite, tmp_path, workers, workload, rule, per_worker):
+def test_simulated_equals_real_ddp(
+    dpsuite, tmp_path, workers, workload, rule, per_worker, params, steps
+):
     pick = [
         f"workload={workload}",
         f"lr_rule={rule}",
         f"workers={workers}",
         f"batch.per_worker={per_worker}",
+        f"train.max_steps={steps}",
+        *(f"workload.{k}={v}" for k, v in params.items()),
     ]
     real, real_rec = params_of(dpsuite, tmp_path / "ddp", *pick, "mode=ddp")
     sim, sim_rec = params_of(dpsuite, tmp_path / "sim", *pick, "mode=simulated")
-    torch.manual_seed(5)
-    start = {
-        k: v.numpy() for k, v in get_workload(workload).build_model().double().state_dict().items()
-    }
+    start = {k: v.numpy() for k, v in init_model(workload, params).state_dict().items()}
     assert (real_rec["mode"], sim_rec["mode"]) == ("ddp", "simulated")
     assert sim_rec["workers"] == workers and sim_rec["global_batch"] == workers * per_worker
     assert sim_rec["hardware"]["oversubscribed"] is False  # one process, whatever N is
@@ -67,6 +79,7 @@ def test_simulated_equals_real_ddp(dpsuite, tmp_path, workers, workload, rule, p
 # ---- the non-fused path: per-worker micro-batches, BatchNorm statistics as DDP keeps them ----
 
 STEPS, WORLD, PER_WORKER, LR = 6, 2, 16, 0.05
+FP64 = Precision.create("fp64", torch.device("cpu"))
 
 
 def bn_model() -> nn.Module:

@@ -33,10 +33,12 @@ def run_dirs(results_dir: Path) -> list[Path]:
 def test_presets_expand_to_their_grids(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # checking a preset creates its (relative) results directory
     scaling = plan(["+sweep=scaling"], multirun=True).specs
-    assert len(scaling) == 16
+    workloads = ("mnist1d_mlp", "mnist1d_cnn", "cifar_resnet", "tiny_gpt")
+    assert len(scaling) == 32
     assert {(s.workload, s.workers, s.per_worker_batch) for s in scaling} == {
-        (w, n, b) for w in ("mnist1d_mlp", "mnist1d_cnn") for n in (1, 2, 4, 8) for b in (32, 128)
+        (w, n, b) for w in workloads for n in (1, 2, 4, 8) for b in (32, 128)
     }
+    assert {(s.mode, s.max_steps) for s in scaling} == {("ddp", 200)}
     conv = plan(["+sweep=convergence"], multirun=True).specs
     assert len(conv) == 7 * 4 * 3
     assert sorted({s.global_batch for s in conv}) == [32 * 2**k for k in range(7)]
@@ -159,7 +161,7 @@ RESUME_SWEEP = [
     "workers=1,2,4",
     "seed=0,1",
     "workload.num_samples=3000",
-    "train.epochs=6",
+    "train.epochs=4",
     "train.evals_per_epoch=2",
     "train.save_params=true",
 ]
@@ -237,7 +239,7 @@ def test_interrupted_and_killed_sweeps_resume_to_exactly_the_full_set(tmp_path, 
     assert f"{complete_before} skipped" in output
     for d in dirs:  # every file is whole: one row per evaluation, parameters readable
         epochs = pd.read_csv(d / "epochs.csv")
-        assert list(epochs["step"]) == sorted(set(epochs["step"])) and len(epochs) == 13
+        assert list(epochs["step"]) == sorted(set(epochs["step"])) and len(epochs) == 9
         with np.load(d / "params.npz") as f:
             assert len(f.files) == 6
 
