@@ -226,8 +226,16 @@ def _on_sigterm(signum, frame) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _on_sigterm)
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None
+    try:
+        return _dispatch(args)
+    finally:
+        if in_main_thread:  # leave the embedding process (e.g. a test runner) as it was
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _dispatch(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0 if args else EXIT_BAD_INPUT
