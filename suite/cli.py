@@ -63,6 +63,8 @@ def _sweep(args: list[str]) -> int:
 def _predict(args: list[str]) -> int:
     from pathlib import Path
 
+    import pandas as pd
+
     from suite import predict, results
 
     parser = ArgParser(
@@ -93,7 +95,7 @@ def _predict(args: list[str]) -> int:
         model = predict.from_profile(
             a.params, a.flops_per_sample, a.tflops, a.mfu, a.link_gbps, a.latency_us
         )
-        fit = predict.Fit("profile", "by hand", model, pd_empty())
+        fit = predict.Fit("profile", "by hand", model, validation=pd.DataFrame())
         print(predict.format_fit(fit, a.batch, workers))
         if a.out:
             predict.write_fits([fit], a.out, a.batch, workers)
@@ -115,12 +117,6 @@ def _predict(args: list[str]) -> int:
         predict.write_fits(fits, a.out, a.batch, workers)
         print(f"wrote {a.out}/predictions.csv, validation.csv, models.csv")
     return 0
-
-
-def pd_empty():
-    import pandas as pd
-
-    return pd.DataFrame()
 
 
 def _comm_bench(args: list[str]) -> int:
