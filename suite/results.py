@@ -33,7 +33,14 @@ EPOCH_COLUMNS = [
     "eval_loss",
     "eval_acc",
     "wall_s",
+    # Gradient noise scale (McCandlish et al.) at this evaluation: B_simple = tr(Sigma) / |G|^2
+    # from the bias-corrected moving averages; empty when the run does not measure it.
+    "grad_noise_scale",
+    "gns_grad_sq",
+    "gns_trace",
 ]
+# Columns added after the first results were written: older files load with them empty.
+OPTIONAL_EPOCH_COLUMNS = ["grad_noise_scale", "gns_grad_sq", "gns_trace"]
 STEP_COLUMNS = ["step", "step_time_s", "compute_s", "comm_s", "lr"]
 
 
@@ -183,7 +190,11 @@ def _flatten(rec: Mapping[str, Any]) -> dict[str, Any]:
             continue
         if key in ("metrics", "hardware") and isinstance(value, dict):
             prefix = "" if key == "metrics" else "hardware."
-            row.update({f"{prefix}{k}": v for k, v in value.items() if not isinstance(v, dict)})
+            for name, item in value.items():
+                if isinstance(item, dict):  # e.g. grad_noise_scale -> grad_noise_scale.final
+                    row.update({f"{prefix}{name}.{k}": v for k, v in item.items()})
+                else:
+                    row[f"{prefix}{name}"] = item
         elif not isinstance(value, (dict, list)):
             row[key] = value
     return row
@@ -226,7 +237,7 @@ def load(path: str | Path, include_incomplete: bool = True) -> pd.DataFrame:
 
 def load_epochs(run_dir: str | Path) -> pd.DataFrame:
     """One run's epochs.csv (empty frame with the right columns when absent or unreadable)."""
-    return read_csv_checked(Path(run_dir) / "epochs.csv", EPOCH_COLUMNS)
+    return read_csv_checked(Path(run_dir) / "epochs.csv", EPOCH_COLUMNS, OPTIONAL_EPOCH_COLUMNS)
 
 
 def load_steps(run_dir: str | Path) -> pd.DataFrame:
@@ -234,13 +245,17 @@ def load_steps(run_dir: str | Path) -> pd.DataFrame:
     return read_csv_checked(Path(run_dir) / "steps.csv", STEP_COLUMNS)
 
 
-def read_csv_checked(file: Path, columns: list[str]) -> pd.DataFrame:
+def read_csv_checked(file: Path, columns: list[str], optional: list[str] = ()) -> pd.DataFrame:
     """A results CSV with numeric columns. Missing: empty. Unreadable: empty, with a warning
-    naming the file. Damaged rows (no step): dropped, with a warning."""
+    naming the file. Damaged rows (no step): dropped, with a warning. ``optional`` columns
+    absent from the file (written by an older version) read as empty."""
     if not file.exists():
         return pd.DataFrame(columns=columns)
     try:
         frame = pd.read_csv(file)
+        for column in optional:
+            if column not in frame.columns:
+                frame[column] = float("nan")
         missing = [c for c in columns if c not in frame.columns]
         if missing:
             raise ValueError(f"missing columns {missing}")

@@ -48,6 +48,22 @@ def test_load_flattens_and_skips_corrupt(tmp_path):
     assert isinstance(frame, pd.DataFrame)
 
 
+def test_nested_metrics_flatten_with_a_dotted_name(tmp_path):
+    gns = {"final": 120.0, "mean": 80.0}
+    rec = record("a", metrics={"samples_per_s": 1.0, "grad_noise_scale": gns})
+    results.write_json_atomic(tmp_path / "a" / "run.json", rec)
+    row = results.load(tmp_path).iloc[0]
+    assert row["grad_noise_scale.final"] == 120.0 and row["grad_noise_scale.mean"] == 80.0
+
+
+def test_epochs_written_before_noise_scale_columns_still_load(tmp_path):
+    old_header = "epoch,step,samples_seen,lr,train_loss,eval_loss,eval_acc,wall_s\n"
+    (tmp_path / "epochs.csv").write_text(old_header + "1,10,320,0.1,0.5,0.6,0.8,1.0\n")
+    epochs = results.load_epochs(tmp_path)
+    assert list(epochs.columns) == results.EPOCH_COLUMNS
+    assert epochs["eval_acc"].tolist() == [0.8] and epochs["grad_noise_scale"].isna().all()
+
+
 def test_stale_running_reads_as_failed(tmp_path):
     dead_pid = 2**22 + 12345  # above the default pid_max: no such process
     results.write_json_atomic(
