@@ -62,6 +62,9 @@ class CommTimer:
     device: torch.device
     group: dist.ProcessGroup | None = None
     calls: int = 0  # buckets all-reduced since creation (the no_sync check reads this)
+    # Sees each bucket's local gradients before they are communicated (the noise-scale meter);
+    # called outside the timed span.
+    observe: Callable[[torch.Tensor], None] | None = None
     _intervals: list[_Interval] = field(default_factory=list)
     _ref: Any = None
 
@@ -86,6 +89,8 @@ class CommTimer:
         """``hook`` with each communicating bucket's [handed over, synchronized] span noted."""
 
         def timed_hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+            if self.observe is not None:
+                self.observe(bucket.buffer())
             before, span = issued() if issued else None, _Interval(start=self.clock())
             fut = hook(state, bucket)
             if issued is not None and issued() == before:
@@ -137,6 +142,8 @@ def timed_allreduce_hook(
     """DDP's default gradient averaging, with the bucket's communication timed."""
     group = timer.group if timer.group is not None else dist.group.WORLD
     tensor = bucket.buffer()
+    if timer.observe is not None:
+        timer.observe(tensor)
     tensor.div_(group.size())  # divide first, as the default hook does (no fp16 overflow)
     span = _Interval(start=timer.clock())
     timer._intervals.append(span)

@@ -51,6 +51,10 @@ class Precision:
     def backward(self, loss: torch.Tensor) -> None:
         (self.scaler.scale(loss) if self.scaler else loss).backward()
 
+    def loss_scale(self) -> float:
+        """The factor the gradients are currently multiplied by (fp16's loss scaling)."""
+        return float(self.scaler.get_scale()) if self.scaler else 1.0
+
     def step(self, optimizer: torch.optim.Optimizer) -> None:
         if self.scaler:
             self.scaler.step(optimizer)

@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from suite import lr_rules
 from suite.errors import UserError
+from suite.noise_scale import NoiseScaleSettings
 from suite.precision import PRECISIONS, unsupported
 from suite.sync.spec import SyncSpec
 from suite.sync.spec import parse as parse_sync
@@ -29,6 +30,7 @@ NON_IDENTITY_KEYS = (
     "ddp.start_method",
     "ddp.timeout_s",
     "train.save_params",
+    "noise_scale",  # measured alongside; the training is the same whether it is on or off
 )
 REFERENCE_KEYS = ("name", "base_lr", "base_batch", "epochs", "target_acc")
 
@@ -81,6 +83,7 @@ class RunSpec:
     run_id: str
     config: dict[str, Any] = field(repr=False)
     sync: SyncSpec = field(default_factory=SyncSpec)
+    noise_scale: NoiseScaleSettings = field(default_factory=NoiseScaleSettings)
 
     @property
     def run_dir(self) -> Path:
@@ -139,6 +142,11 @@ def _positive_int(value: Any, name: str, minimum: int = 1) -> int:
         f"{name} must be an integer >= {minimum}, got {value!r}",
     )
     return int(value)
+
+
+def _flag(value: Any, name: str) -> bool:
+    _require(isinstance(value, bool), f"{name} must be true or false, got {value!r}")
+    return value
 
 
 def _number(value: Any, name: str) -> float:
@@ -368,6 +376,22 @@ def resolve(
         run_id=make_run_id(summary, identity),
         config=container,
         sync=sync,
+        noise_scale=_noise_scale(cfg),
+    )
+
+
+def _noise_scale(cfg: DictConfig) -> NoiseScaleSettings:
+    ns = cfg.get("noise_scale") or {}
+    defaults = NoiseScaleSettings()
+    ema = _number(ns.get("ema", defaults.ema), "noise_scale.ema")
+    _require(0 < ema < 1, f"noise_scale.ema must be in (0, 1), got {ema}")
+    return NoiseScaleSettings(
+        enabled=_flag(ns.get("enabled", defaults.enabled), "noise_scale.enabled"),
+        every=_positive_int(ns.get("every", defaults.every), "noise_scale.every"),
+        ema=ema,
+        split_single=_flag(
+            ns.get("split_single", defaults.split_single), "noise_scale.split_single"
+        ),
     )
 
 

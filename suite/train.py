@@ -22,6 +22,7 @@ from suite.comm_timer import CommStep, CommTimer
 from suite.distributed import Ranks
 from suite.lars import LARS, lars_param_groups
 from suite.lr_rules import LRPlan
+from suite.noise_scale import NoiseScaleMeter, choose_method, piece_batches, squared_norm
 from suite.precision import Precision
 from suite.results import RunWriter
 from suite.run_spec import RunSpec
@@ -102,31 +103,102 @@ def forward_loss(net, workload, x, y, idx, amp: Precision) -> torch.Tensor:
 
 
 def simulated_step(
-    model, workload, x, y, shards: list[torch.Tensor], fused: bool, amp: Precision
+    model,
+    workload,
+    x,
+    y,
+    shards: list[torch.Tensor],
+    fused: bool,
+    amp: Precision,
+    norms: list | None = None,
 ) -> torch.Tensor:
-    """One step's gradients for N virtual workers: the mean of their micro-batch gradients."""
+    """One step's gradients for N virtual workers: the mean of their micro-batch gradients.
+
+    With ``norms`` (and micro-batches run one by one) each micro-batch's squared gradient norm
+    is appended, for the noise scale; the gradients are the same either way.
+    """
     if fused:  # no batch-dependent layers: one pass over the union is the same computation
         idx = shards[0] if len(shards) == 1 else torch.cat(shards)
         loss = forward_loss(model, workload, x, y, idx, amp)
         amp.backward(loss)
         return loss.detach()
-    total, rank0_buffers = 0.0, None
+    n = len(shards)
+    total, rank0_buffers, before = 0.0, None, None
     for r, idx in enumerate(shards):
         loss = forward_loss(model, workload, x, y, idx, amp)
-        amp.backward(loss / len(shards))
+        amp.backward(loss / n)
         total = total + loss.detach()
         if r == 0:
             rank0_buffers = [b.detach().clone() for b in model.buffers()]
+        if norms is not None:  # this micro-batch's gradient is what the sum grew by
+            grads = gradients(model)
+            grown = grads if before is None else [g - b for g, b in zip(grads, before, strict=True)]
+            norms.append(squared_norm(grown) * n**2)
+            if r + 1 < n:
+                before = [g.detach().clone() for g in grads]
     # DDP broadcasts rank 0's buffers (BatchNorm statistics) each step: keep rank 0's.
     for b, saved in zip(model.buffers(), rank0_buffers or [], strict=False):
         b.copy_(saved)
-    return total / len(shards)
+    return total / n
+
+
+def half_batch_norms(
+    model, workload, x, y, batch: torch.Tensor | list[torch.Tensor], amp: Precision
+) -> list[torch.Tensor]:
+    """Squared gradient norms of the two halves of a batch whose gradient is in ``.grad``.
+
+    One extra forward and backward pass over the first half, kept out of ``.grad`` (and of the
+    random number stream): the second half's gradient follows from the whole's, so the
+    training is exactly what it would have been without the measurement.
+    """
+    idx = torch.cat(batch) if isinstance(batch, list) else batch
+    first, second = idx.tensor_split(2)
+    params = [p for p in model.parameters() if p.grad is not None]
+    devices = [x.device] if x.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        loss = forward_loss(model, workload, x, y, first, amp)
+        scaled = amp.scaler.scale(loss) if amp.scaler else loss
+        g_first = torch.autograd.grad(scaled, params)
+    n, n1, n2 = len(idx), len(first), len(second)
+    g_second = [(n * p.grad - n1 * g) / n2 for p, g in zip(params, g_first, strict=True)]
+    return [squared_norm(list(g_first)), squared_norm(g_second)]
 
 
 def ddp_step(net, workload, x, y, idx: torch.Tensor, amp: Precision) -> torch.Tensor:
     loss = forward_loss(net, workload, x, y, idx, amp)
     amp.backward(loss)
     return loss.detach()
+
+
+def gradients(model: nn.Module) -> list[torch.Tensor]:
+    return [p.grad for p in model.parameters() if p.grad is not None]
+
+
+def noise_scale_meter(
+    spec: RunSpec, ranks: Ranks, device, model: nn.Module, spe: int, hooked: bool
+) -> NoiseScaleMeter:
+    """The gradient-noise-scale meter of this run (method None: not measured)."""
+    method = choose_method(
+        spec.noise_scale,
+        spec.mode,
+        spec.workers,
+        spec.global_batch,
+        spec.sync.name,
+        distributed=dd.active(),
+        batch_dependent=has_batch_dependent_layers(model),
+    )
+    if method == "ranks" and not hooked:  # local norms are read in the comm hook
+        method = None
+    b_small, b_big = piece_batches(method or "ranks", spec.per_worker_batch, spec.global_batch)
+    return NoiseScaleMeter(
+        method,
+        spec.noise_scale.every,
+        spec.noise_scale.ema,
+        b_small,
+        b_big,
+        device,
+        ranks.world_size,
+    )
 
 
 def build_optimizer(spec: RunSpec, model: nn.Module) -> torch.optim.Optimizer:
@@ -230,16 +302,29 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     )
     evals = eval_steps(spe, spec.epochs, spec.evals_per_epoch, total_steps)
     fused = spec.mode == "simulated" and not has_batch_dependent_layers(model)
+    meter = noise_scale_meter(spec, ranks, device, model, spe, hooked=comm is not None)
+    if comm is not None and meter.method == "ranks":
+        comm.observe = meter.observe_bucket
 
-    def run_step(idx, synchronize: bool = True) -> torch.Tensor:
+    def run_step(idx, synchronize: bool = True, measure: bool = False) -> torch.Tensor:
         """One training step: the unit that is timed, with and without gradient sync."""
         optimizer.zero_grad(set_to_none=True)
         if spec.mode == "simulated":
-            loss = simulated_step(model, workload, train_x, train_y, idx, fused, amp)
+            norms = [] if measure and meter.method == "micro_batches" else None
+            loss = simulated_step(model, workload, train_x, train_y, idx, fused, amp, norms)
+            if norms:
+                meter.add_pieces(norms, gradients(model), amp.loss_scale())
         else:
+            if measure and meter.method == "ranks":
+                meter.begin_ddp_step()
             loss = ddp_step(net, workload, train_x, train_y, idx, amp)
             if synchronize:
                 strategy.sync_gradients(model)
+            if measure and meter.method == "ranks":
+                meter.end_ddp_step(gradients(model), amp.loss_scale())
+        if measure and meter.method == "halves":
+            norms = half_batch_norms(model, workload, train_x, train_y, idx, amp)
+            meter.add_pieces(norms, gradients(model), amp.loss_scale())
         amp.step(optimizer)
         if synchronize:
             strategy.after_step(model)
@@ -276,6 +361,7 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
             "eval_loss": eval_loss,
             "eval_acc": eval_acc,
             "wall_s": time.perf_counter() - wall0,
+            **meter.row(),
         }
         log.rows.append(row)
         if writer:
@@ -315,7 +401,7 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         timer.start()
         if comm is not None:
             comm.begin_step()
-        loss = run_step(idx)
+        loss = run_step(idx, measure=meter.measures(step))
         timer.stop(step)
         strategy.counter.end_step()
         if comm is not None:
@@ -329,6 +415,7 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         checkpoint = step % spec.check_every == 0 or step in evals
         if checkpoint:
             window_loss = tracker.sync()
+            meter.sync()
             reporter.run_step(step, window_loss)
             if not math.isfinite(window_loss):
                 status, error = (
@@ -348,7 +435,12 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     timing, per_step = timing_metrics(
         spec, timer, comm_steps, no_sync_times, comm, device, strategy.counter, strategy.period
     )
-    metrics = {**timing, **training_metrics(spec, log, step), **sync_metrics(strategy, device)}
+    metrics = {
+        **timing,
+        **training_metrics(spec, log, step),
+        **sync_metrics(strategy, device),
+        "grad_noise_scale": meter.summary(),
+    }
     final_model = strategy.eval_model(model)  # on every rank: it may communicate
     if writer:
         writer.write_steps(step_rows(spec, timer, per_step, lrs))
@@ -440,7 +532,6 @@ def training_metrics(spec: RunSpec, log: EvalLog, step: int) -> dict[str, Any]:
         "best_eval_acc": max(accs) if accs else None,
         "steps_to_target": hit["step"] if hit else None,
         "epochs_to_target": hit["epoch"] if hit else None,
-        "grad_noise_scale": None,
     }
 
 

@@ -1,9 +1,21 @@
 """The noise-scale estimator on linear regression, where |G|^2 and tr(Sigma) are known exactly."""
 
+import numpy as np
 import pytest
 import torch
 
-from suite.noise_scale import NoiseScaleEMA, unbiased_estimates
+from suite import results
+from suite.noise_scale import (
+    NoiseScaleEMA,
+    NoiseScaleMeter,
+    NoiseScaleSettings,
+    choose_method,
+    piece_batches,
+    unbiased_estimates,
+)
+from suite.precision import Precision
+from suite.train import half_batch_norms, simulated_step
+from tests.conftest import SMALL, only_run, read_params, read_run
 
 
 def linreg_truth(delta: torch.Tensor, sigma: float) -> tuple[float, float]:
@@ -56,3 +68,131 @@ def test_bias_correction_and_guards():
     assert ema.count == 1
     with pytest.raises(ValueError):
         unbiased_estimates(1.0, 1.0, 32, 32)
+
+
+# ---- measured during training: the pieces' norms, the meter, the choice of method -----------
+
+
+class HalfSquaredError:
+    """The part of a workload the training step uses: 0.5 (prediction - target)^2, batch mean."""
+
+    def loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return 0.5 * (out.squeeze(-1) - y).pow(2).mean()
+
+
+def linear_model(w: torch.Tensor) -> torch.nn.Linear:
+    model = torch.nn.Linear(w.numel(), 1, bias=False).double()
+    with torch.no_grad():
+        model.weight.copy_(w[None])
+    return model
+
+
+FP64 = Precision.create("fp64", torch.device("cpu"))
+
+
+def grad_of(model, x, y, idx: torch.Tensor) -> torch.Tensor:
+    model.zero_grad(set_to_none=True)
+    HalfSquaredError().loss(model(x[idx]), y[idx]).backward()
+    return model.weight.grad.clone()
+
+
+def problem(n: int = 12):
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(n, 5, generator=gen).double(), torch.randn(n, generator=gen).double()
+    return linear_model(torch.randn(5, generator=gen).double()), x, y
+
+
+@pytest.mark.parametrize("n", [12, 13])  # odd: halves of 7 and 6
+def test_half_batch_norms_match_each_half_and_leave_the_gradient_alone(n):
+    model, x, y = problem(n)
+    halves = torch.arange(n).tensor_split(2)
+    separate = [grad_of(model, x, y, idx) for idx in halves]
+    whole = grad_of(model, x, y, torch.arange(n))
+    norms = half_batch_norms(model, HalfSquaredError(), x, y, torch.arange(n), FP64)
+    assert torch.equal(model.weight.grad, whole)  # the training step is untouched
+    assert [float(v) for v in norms] == pytest.approx([float(g.pow(2).sum()) for g in separate])
+
+
+def test_micro_batch_norms_are_each_workers_gradient():
+    model, x, y = problem(12)
+    shards = list(torch.arange(12).tensor_split(3))  # three simulated workers of 4
+    separate = [grad_of(model, x, y, idx) for idx in shards]
+    model.zero_grad(set_to_none=True)
+    norms: list[torch.Tensor] = []
+    simulated_step(model, HalfSquaredError(), x, y, shards, False, FP64, norms)
+    assert torch.allclose(model.weight.grad, torch.stack(separate).mean(0), atol=1e-12)
+    assert [float(v) for v in norms] == pytest.approx([float(g.pow(2).sum()) for g in separate])
+
+
+@pytest.mark.parametrize("batch", [32, 33])
+def test_meter_on_linear_regression_lands_within_ten_percent(batch):
+    gen = torch.Generator().manual_seed(batch)
+    d, sigma = 10, 1.0
+    w_star = torch.randn(d, generator=gen, dtype=torch.float64)
+    delta = 0.5 * torch.randn(d, generator=gen, dtype=torch.float64)
+    model = linear_model(w_star + delta)  # held fixed: the truth does not move
+    true_g2, true_trace = linreg_truth(delta, sigma)
+    b_small, b_big = piece_batches("halves", batch, batch)
+    meter = NoiseScaleMeter("halves", 1, 0.999, b_small, b_big, torch.device("cpu"))
+    everything = torch.arange(batch)
+    for _ in range(3000):
+        x = torch.randn(batch, d, generator=gen, dtype=torch.float64)
+        y = x @ w_star + sigma * torch.randn(batch, generator=gen, dtype=torch.float64)
+        grad_of(model, x, y, everything)
+        norms = half_batch_norms(model, HalfSquaredError(), x, y, everything, FP64)
+        meter.add_pieces(norms, [model.weight.grad])
+    meter.sync()
+    summary = meter.summary()
+    assert summary["grad_sq"] == pytest.approx(true_g2, rel=0.10)
+    assert summary["trace"] == pytest.approx(true_trace, rel=0.10)
+    assert meter.row()["grad_noise_scale"] == pytest.approx(true_trace / true_g2, rel=0.10)
+
+
+@pytest.mark.parametrize(
+    "mode,workers,sync,distributed,batch_dependent,split,expected",
+    [
+        ("ddp", 2, "allreduce", True, True, False, "ranks"),
+        ("ddp", 4, "bf16", True, False, False, "ranks"),
+        ("ddp", 2, "local_sgd", True, False, False, None),  # no averaged gradient per step
+        ("ddp", 2, "powersgd", True, False, False, None),  # a low-rank approximation of it
+        ("simulated", 4, "allreduce", False, True, False, "micro_batches"),
+        ("simulated", 4, "allreduce", False, False, False, "halves"),
+        ("ddp", 1, "allreduce", False, False, False, None),  # one worker: only when asked
+        ("ddp", 1, "allreduce", False, False, True, "halves"),
+        ("simulated", 1, "allreduce", False, True, True, None),  # halves would change BatchNorm
+    ],
+)
+def test_choose_method(mode, workers, sync, distributed, batch_dependent, split, expected):
+    settings = NoiseScaleSettings(split_single=split)
+    got = choose_method(settings, mode, workers, 64, sync, distributed, batch_dependent)
+    assert got == expected
+    assert (
+        choose_method(NoiseScaleSettings(enabled=False), mode, workers, 64, sync, True, False)
+        is None
+    )
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        [*SMALL, "mode=simulated", "workers=4"],  # halves of the fused batch
+        # BatchNorm: micro-batches one by one. A tiny ResNet: width 4, 400 images.
+        ["mode=simulated", "workers=2", "workload=cifar_resnet", "workload.width=4"]
+        + ["workload.num_samples=400", "batch.per_worker=8"],
+        [*SMALL, "workers=1", "noise_scale.split_single=true"],
+    ],
+    ids=["simulated-fused", "simulated-micro-batches", "one-worker-split"],
+)
+def test_measuring_leaves_the_training_unchanged(dpsuite, tmp_path, overrides):
+    common = ["train.max_steps=12", "threads_per_worker=1", "train.save_params=true", *overrides]
+    off = [f"results_dir={tmp_path / 'off'}", "noise_scale.enabled=false"]
+    assert dpsuite("run", *common, *off) == 0
+    assert dpsuite("run", *common, f"results_dir={tmp_path / 'on'}", "noise_scale.every=1") == 0
+    off_run, on_run = only_run(tmp_path / "off"), only_run(tmp_path / "on")
+    off_params, on_params = read_params(off_run), read_params(on_run)
+    assert all(np.array_equal(off_params[k], on_params[k]) for k in off_params)
+    off_epochs, on_epochs = results.load_epochs(off_run), results.load_epochs(on_run)
+    assert off_epochs["train_loss"].equals(on_epochs["train_loss"])
+    assert off_epochs["grad_noise_scale"].isna().all()
+    gns = read_run(on_run)["metrics"]["grad_noise_scale"]
+    assert gns["estimates"] == 12 and gns["trace"] > 0

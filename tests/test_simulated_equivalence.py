@@ -64,6 +64,7 @@ def test_simulated_equals_real_ddp(
         f"workers={workers}",
         f"batch.per_worker={per_worker}",
         f"train.max_steps={steps}",
+        "noise_scale.every=2",
         *(f"workload.{k}={v}" for k, v in params.items()),
     ]
     real, real_rec = params_of(dpsuite, tmp_path / "ddp", *pick, "mode=ddp")
@@ -74,6 +75,16 @@ def test_simulated_equals_real_ddp(
     assert sim_rec["hardware"]["oversubscribed"] is False  # one process, whatever N is
     assert max_diff(real, start) > 1e-3, "training must have moved the parameters"
     assert max_diff(real, sim) <= 1e-10
+    # The noise scale: DDP ranks' local norms equal the simulated workers' micro-batch norms
+    # (or, fused, the two halves' norms: the same pieces when there are two workers).
+    real_gns, sim_gns = (r["metrics"]["grad_noise_scale"] for r in (real_rec, sim_rec))
+    assert real_gns["method"] == "ranks" and real_gns["b_small"] == per_worker
+    assert real_gns["estimates"] == sim_gns["estimates"] > 0
+    if sim_gns["method"] == "halves":
+        assert sim_gns["b_small"] == workers * per_worker / 2
+    if sim_gns["b_small"] == per_worker:
+        for key in ("grad_sq", "trace"):
+            assert real_gns[key] == pytest.approx(sim_gns[key], rel=1e-8)
 
 
 # ---- the non-fused path: per-worker micro-batches, BatchNorm statistics as DDP keeps them ----

@@ -7,7 +7,10 @@
    for mnist1d_mlp and cifar_resnet on 2 workers with the same per-worker batch, threads and
    number of timed steps (the bare loop runs on random data of the same shapes);
 2. bandwidth: ``busbw`` of ``dpsuite comm-bench`` / the bare all-reduce loop's
-   (reference/bare_allreduce.py) at 1, 4, 16 and 64 MiB, fp32, 2 ranks.
+   (reference/bare_allreduce.py) at 1, 4, 16 and 64 MiB, fp32, 2 ranks;
+3. noise scale (``--only noise``): ``samples_per_s`` with the gradient noise scale measured
+   (the default) / without it (``noise_scale.enabled=false``), mnist1d_mlp: 2 DDP workers,
+   one worker splitting its batch, 16 simulated workers.
 
 Each pair is measured ``--repeats`` times, alternating which of the two runs first; every
 measurement is printed, then the median ratio. Timings on a busy machine are noisy: say so when
@@ -46,6 +49,15 @@ TRAIN_CASES = {
 }
 
 
+# The noise scale's three ways of measuring, each against the same run without it.
+NOISE_CASES = {
+    "ddp-2-workers": [*TRAIN_CASES["mnist1d_mlp"][0], f"workers={WORKERS}"],
+    "1-worker-split": [*TRAIN_CASES["mnist1d_mlp"][0], "workers=1"]
+    + ["noise_scale.split_single=true"],
+    "simulated-16": [*TRAIN_CASES["mnist1d_mlp"][0], "mode=simulated", "workers=16"],
+}
+
+
 def threads() -> int:
     return max(1, len(os.sched_getaffinity(0)) // WORKERS)
 
@@ -61,11 +73,12 @@ EXTRA_OVERRIDES: list[str] = []  # --suite-overrides, e.g. timing.calibration_st
 
 
 def suite_samples_per_s(
-    overrides: list[str], tmp: Path, env: dict[str, str]
+    overrides: list[str], tmp: Path, env: dict[str, str], name: str | None = None
 ) -> tuple[float, float]:
     """(samples_per_s, global batch / median step time) of one `dpsuite run`."""
-    out = tmp / "runs" / overrides[0].split("=")[1]  # one directory per workload
+    out = tmp / "runs" / (name or overrides[0].split("=")[1])  # one directory per case
     args = [f"workers={WORKERS}", f"threads_per_worker={threads()}", "timing.warmup_steps=5"]
+    args = [a for a in args if a.split("=")[0] not in {o.split("=")[0] for o in overrides}]
     args += EXTRA_OVERRIDES
     run(
         [
@@ -172,10 +185,28 @@ def measure_comm(repeats: int, tmp: Path, env: dict[str, str]) -> None:
         print(f"  {size >> 20:3d} MiB  median ratio {statistics.median(rs):.3f}", flush=True)
 
 
+def measure_noise_scale(repeats: int, tmp: Path, env: dict[str, str]) -> None:
+    print("gradient noise scale: samples/s measured / not measured (overhead = 1 - ratio)")
+    for name, overrides in NOISE_CASES.items():
+        ratios = []
+        for r in range(repeats):
+            first_on = r % 2 == 0  # alternate which runs first
+            order = ["true", "false"] if first_on else ["false", "true"]
+            a, b = (
+                suite_samples_per_s([*overrides, f"noise_scale.enabled={o}"], tmp, env, name)[0]
+                for o in order
+            )
+            on, off = (a, b) if first_on else (b, a)
+            ratios.append(on / off)
+            print(f"  {name:16s} on {on:9.1f}  off {off:9.1f} samples/s  ratio {ratios[-1]:.3f}")
+        med = statistics.median(ratios)
+        print(f"  {name:16s} median ratio {med:.3f}  overhead {100 * (1 - med):.1f} %", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--only", choices=["train", "comm"], default=None)
+    p.add_argument("--only", choices=["train", "comm", "noise"], default=None)
     p.add_argument("--workloads", nargs="+", choices=list(TRAIN_CASES), default=list(TRAIN_CASES))
     p.add_argument("--suite-overrides", nargs="*", default=[], help="extra `dpsuite run` overrides")
     args = p.parse_args()
@@ -187,6 +218,8 @@ def main() -> None:
             measure_training(args.repeats, args.workloads, Path(tmp), env)
         if args.only in (None, "comm"):
             measure_comm(args.repeats, Path(tmp), env)
+        if args.only in (None, "noise"):
+            measure_noise_scale(args.repeats, Path(tmp), env)
 
 
 if __name__ == "__main__":
