@@ -33,7 +33,7 @@ REFERENCE_RULE = "linear_warmup"  # the rule whose noise scale is plotted and pr
 
 def positive(values: pd.Series) -> pd.Series:
     """Finite, positive values only: a non-positive B_simple is estimator noise, not a scale."""
-    values = pd.to_numeric(values, errors="coerce")
+    values = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype(float)
     return values[np.isfinite(values) & (values > 0)]
 
 
@@ -42,7 +42,7 @@ def noise_scale_runs(group: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> pd
     from run.json, else from epochs.csv), ``gns_low`` and ``gns_high`` (range over training)."""
     rows = []
     for _, run in group[group["status"] == "complete"].iterrows():
-        curve = positive(epochs.get(run["run_id"], pd.DataFrame()).get("grad_noise_scale", []))
+        curve = positive(epochs.get(run["run_id"], pd.DataFrame()).get("grad_noise_scale", ()))
         mean = run.get("grad_noise_scale.mean", math.nan)
         if not (pd.notna(mean) and math.isfinite(mean) and mean > 0):
             mean = float(curve.mean()) if len(curve) else math.nan
