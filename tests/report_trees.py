@@ -29,8 +29,16 @@ ACCURACY = {
     "linear": {32: 0.91, 64: 0.905, 128: None, 256: None},
     "linear_warmup": {32: 0.91, 64: 0.91, 128: 0.905, 256: 0.89},
 }
-STEPS_TO_TARGET = {32: 400, 64: 210, 128: 120, 256: 90}
+# Best-rule steps against perfect scaling (400·32/B): 1.05×, 1.2×, then 3× at 256: a knee.
+STEPS_TO_TARGET = {32: 400, 64: 210, 128: 120, 256: 150}
 SEEDS = (0, 1)
+# Gradient noise scale B_simple at each evaluation after the first step (it grows in training),
+# scaled a little with the global batch so the lines in the plot are told apart.
+GNS_BY_EPOCH = {1: 50.0, 2: 100.0, 3: 200.0}
+
+
+def gns_at(epoch: int, batch: int) -> float:
+    return GNS_BY_EPOCH[epoch] * (batch / PER_WORKER) ** 0.1
 
 
 def hardware(tag: str | None, host: str = "box", cpu: str = "Test CPU") -> dict:
@@ -79,6 +87,7 @@ def write_run(
     sync: str | None = None,
     sync_label: str | None = None,
     sync_metrics: dict | None = None,
+    noise_scale: bool = False,
 ) -> Path:
     """One run. Without ``sync`` the record has no strategy keys, like results from before
     strategies were recorded."""
@@ -118,10 +127,20 @@ def write_run(
         return writer.dir
     total = epochs * STEPS_PER_EPOCH
     diverge_epoch = 2 if status == "diverged" else None
+    measured = []  # B_simple at each evaluation that has one
     for epoch in range(epochs + 1):
         step = epoch * STEPS_PER_EPOCH
         finite = diverge_epoch is None or epoch < diverge_epoch
         acc = 0.1 + ((final_acc or 0.6) - 0.1) * math.sqrt(epoch / epochs)
+        gns = {}
+        if noise_scale and finite and epoch > 0:
+            measured.append(gns_at(epoch, batch))
+            grad_sq = 1.0 / epoch
+            gns = {
+                "grad_noise_scale": measured[-1],
+                "gns_grad_sq": grad_sq,
+                "gns_trace": measured[-1] * grad_sq,
+            }
         writer.append_epoch(
             {
                 "epoch": epoch,
@@ -132,6 +151,7 @@ def write_run(
                 "eval_loss": 2.2 - epoch * 0.5 if finite else float("nan"),
                 "eval_acc": acc if finite else 0.098,
                 "wall_s": 1.0 + epoch,
+                **gns,
             }
         )
         if not finite:
@@ -163,7 +183,15 @@ def write_run(
         "best_eval_acc": final_acc,
         "steps_to_target": steps_to_target,
         "epochs_to_target": None if steps_to_target is None else steps_to_target / STEPS_PER_EPOCH,
-        "grad_noise_scale": None,
+        "grad_noise_scale": {
+            "final": measured[-1],
+            "mean": sum(measured) / len(measured),
+            "b_small": PER_WORKER if workers > 1 else PER_WORKER // 2,
+            "b_big": batch,
+            "estimates": total,
+        }
+        if measured
+        else None,
         **(sync_metrics or {}),
     }
     err = "non-finite eval loss at step 20 (epoch 2)" if status == "diverged" else None
@@ -192,7 +220,7 @@ def write_scaling(
         )
 
 
-def write_convergence(root: Path) -> None:
+def write_convergence(root: Path, noise_scale: bool = True) -> None:
     for rule, by_batch in ACCURACY.items():
         for batch, acc in by_batch.items():
             for seed in SEEDS:
@@ -206,6 +234,7 @@ def write_convergence(root: Path) -> None:
                     status="diverged" if acc is None else "complete",
                     final_acc=None if acc is None else acc + (0.01 if seed else -0.01),
                     steps_to_target=STEPS_TO_TARGET[batch] if reached else None,
+                    noise_scale=noise_scale,
                 )
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 import struct
+import warnings
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -10,7 +13,7 @@ import pandas as pd
 import pytest
 
 from suite import results
-from suite.report import data
+from suite.report import build, data
 from tests import report_trees as trees
 from tests.conftest import run_subprocess
 
@@ -21,6 +24,7 @@ CONVERGENCE_PLOTS = {
     "steps_to_target.png",
     "lr_schedule.png",
 }
+NOISE_SCALE_PLOTS = {"gradient_noise_scale.png", "critical_batch.png"}
 COMM_PLOT = {"allreduce_bandwidth.png"}
 SYNC_PLOTS = {"sync_throughput.png", "sync_bytes.png", "sync_tradeoff.png"}
 
@@ -116,9 +120,42 @@ def expected_scaling_findings(label: str = "mnist1d_mlp · 32/worker") -> list[s
     ]
 
 
-def expected_convergence_findings() -> list[str]:
+def expected_knee() -> float:
+    """Steps over perfect scaling (400·32/B) are 1.2 at 128 and 3.0 at 256: cross 2 in log-log."""
+    s = trees.STEPS_TO_TARGET
+    r128, r256 = s[128] / (s[32] * 32 / 128), s[256] / (s[32] * 32 / 256)
+    return 128 * 2 ** ((math.log(2) - math.log(r128)) / (math.log(r256) - math.log(r128)))
+
+
+def expected_critical_batch_finding() -> str:
+    batches = list(trees.STEPS_TO_TARGET)
+    epochs = list(trees.GNS_BY_EPOCH)
+    runs = [b for b in batches for _ in trees.SEEDS]  # every linear_warmup run completes
+    mean = statistics.median(statistics.mean(trees.gns_at(e, b) for e in epochs) for b in runs)
+    low = statistics.median(trees.gns_at(epochs[0], b) for b in runs)
+    high = statistics.median(trees.gns_at(epochs[-1], b) for b in runs)
+    knee = expected_knee()
+    return (
+        f"Predicted critical batch (gradient noise scale B_simple, median training mean of "
+        f"{len(runs)} `linear_warmup` runs) ≈ {float(f'{mean:.2g}'):g}, "
+        f"{float(f'{low:.2g}'):g}–{float(f'{high:.2g}'):g} over training; the steps-to-target "
+        f"curve (best LR rule per batch) leaves perfect scaling by 2× at batch ≈ "
+        f"{float(f'{knee:.2g}'):g}: the prediction is a factor of {knee / mean:.1f} below it "
+        "(within an order of magnitude, as McCandlish et al. report)."
+    )
+
+
+def expected_convergence_findings(noise_scale: bool = True) -> list[str]:
     acc = trees.ACCURACY
     s = trees.STEPS_TO_TARGET
+    knee = float(f"{expected_knee():.2g}")
+    critical = (
+        expected_critical_batch_finding()
+        if noise_scale
+        else f"The steps-to-target curve (best LR rule per batch) leaves perfect scaling by 2× at "
+        f"batch ≈ {knee:g}; no gradient noise scale was recorded in these runs, so there is no "
+        "predicted critical batch to compare it with."
+    )
     return [
         "Baseline: at global batch 32 the runs reach 91.0 % test accuracy (mean of 6 runs; "
         "standard deviation 1.1 points).",
@@ -132,6 +169,7 @@ def expected_convergence_findings() -> list[str]:
         f"With `linear_warmup`, steps to reach 85 % fall from {s[32]} at batch 32 to {s[256]} at "
         f"batch 256; perfect scaling would need {s[32] * 32 // 256} "
         f"({100 * (s[32] / s[256]) / 8:.0f} % of the ideal reduction).",
+        critical,
     ]
 
 
@@ -157,19 +195,55 @@ def test_scaling_only(dpsuite, capsys, scaling_tree, tmp_path):
 
 def test_convergence_only(dpsuite, capsys, convergence_tree, tmp_path):
     out, _ = report(dpsuite, capsys, convergence_tree, tmp_path / "rep")
-    assert assert_valid_images(out) == CONVERGENCE_PLOTS
+    assert assert_valid_images(out) == CONVERGENCE_PLOTS | NOISE_SCALE_PLOTS
     assert findings_of(out)[1:] == expected_convergence_findings()
     assert findings_of(out)[0].startswith("4 of 24 runs diverged")
     summary = pd.read_csv(out / "summary.csv")
     assert len(summary) == 24 and set(summary["status"]) == {"complete", "diverged"}
     diverged = summary[summary["status"] == "diverged"]
     assert diverged["last_finite_epoch"].eq(1).all()  # the × sits at the last finite eval
+    done = summary[summary["status"] == "complete"]
+    last = max(trees.GNS_BY_EPOCH)
+    expected_final = [trees.gns_at(last, b) for b in done["global_batch"]]
+    assert done["grad_noise_scale.final"].tolist() == pytest.approx(expected_final)
+    assert done["grad_noise_scale.mean"].notna().all() and "grad_noise_scale" not in summary
+
+
+def strip_noise_scale(root: Path) -> None:
+    """Make a tree look written before the noise scale was measured: no columns, no metric."""
+    for epochs_csv in root.rglob("epochs.csv"):
+        frame = pd.read_csv(epochs_csv).drop(columns=results.OPTIONAL_EPOCH_COLUMNS)
+        frame.to_csv(epochs_csv, index=False)
+    for run_json in root.rglob("run.json"):
+        rec = results.read_json(run_json)
+        rec["metrics"].pop("grad_noise_scale")
+        results.write_json_atomic(run_json, rec)
+
+
+@pytest.mark.parametrize("old_files", [False, True], ids=["empty-columns", "older-files"])
+def test_convergence_without_noise_scale(tmp_path, old_files):
+    root = tmp_path / "res"
+    trees.write_convergence(root, noise_scale=False)
+    if old_files:
+        strip_noise_scale(root)
+        assert "grad_noise_scale" not in pd.read_csv(next(root.rglob("epochs.csv")))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning of any kind from reading or plotting
+        written = build.build_report(root, tmp_path / "rep")
+    assert written.warnings == []
+    out = tmp_path / "rep"
+    assert assert_valid_images(out) == CONVERGENCE_PLOTS
+    assert findings_of(out)[1:] == expected_convergence_findings(noise_scale=False)
+    summary = pd.read_csv(out / "summary.csv")
+    assert summary["grad_noise_scale.mean"].isna().all()
 
 
 def test_mixed_with_failures_and_corrupt_files(dpsuite, capsys, mixed_tree, tmp_path):
     root, damaged = mixed_tree
     out, err = report(dpsuite, capsys, root, tmp_path / "rep")
-    assert assert_valid_images(out) == SCALING_PLOTS | CONVERGENCE_PLOTS | COMM_PLOT
+    assert assert_valid_images(out) == (
+        SCALING_PLOTS | CONVERGENCE_PLOTS | NOISE_SCALE_PLOTS | COMM_PLOT
+    )
     found = findings_of(out)
     assert found[:2] == [
         "4 of 33 runs diverged (non-finite loss); they are drawn with an × at their last "
@@ -206,7 +280,7 @@ def test_default_out_and_stale_plots_removed(dpsuite, capsys, tmp_path, monkeypa
     assert dpsuite("report", "mybox") == 0
     out = tmp_path / "reports" / "mybox"
     assert "report written to reports/mybox/index.html" in capsys.readouterr().out
-    assert assert_valid_images(out) == CONVERGENCE_PLOTS
+    assert assert_valid_images(out) == CONVERGENCE_PLOTS | NOISE_SCALE_PLOTS
     # A later report into the same place does not keep plots that no longer apply.
     for run in res.iterdir():
         if "-w1-" not in run.name:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from suite import predict
 from suite.errors import UserError
+from suite.report import critical_batch as cb
 from suite.report import data, findings, plots, render, strategies
 
 # Every PNG a report can write starts with one of these; older ones are removed on regeneration.
@@ -26,6 +27,8 @@ PLOT_NAMES = (
     "sync_bytes",
     "sync_tradeoff",
     "scaling_model",
+    "gradient_noise_scale",
+    "critical_batch",
 )
 REFERENCE_RESULTS = Path("results/reference")
 REFERENCE_REPORT = Path("reports/reference")
@@ -283,10 +286,9 @@ def convergence_section(tree: data.ResultsTree, figs: FigureWriter, report: rend
             "the steps); curves bend away from it where larger batches stop paying off.",
         )
         lr_section(tree, group, suffix, about, figs)
-        report.findings += [
-            f"{label}: {s}" if len(groups) > 1 else s
-            for s in findings.convergence_findings(group, group_acc, base)
-        ]
+        sentences = findings.convergence_findings(group, group_acc, base)
+        sentences += critical_batch_section(tree, group, target, suffix, about, figs)
+        report.findings += [f"{label}: {s}" if len(groups) > 1 else s for s in sentences]
     table = acc.assign(
         acc_mean_pct=100 * acc["acc_mean"], acc_std_points=100 * acc["acc_std"]
     ).sort_values(["group", "lr_rule", "global_batch"])
@@ -302,6 +304,56 @@ def convergence_section(tree: data.ResultsTree, figs: FigureWriter, report: rend
     if acc["group"].nunique() == 1:
         cols.remove("group")
     report.tables.append(render.Table("Final accuracy by LR rule and global batch", table[cols]))
+
+
+def critical_batch_section(
+    tree: data.ResultsTree,
+    group: pd.DataFrame,
+    target: float | None,
+    suffix: str,
+    about: str,
+    figs: FigureWriter,
+) -> list[str]:
+    """B_simple over training and the predicted vs empirical critical batch; their findings."""
+    measured = cb.noise_scale_runs(group, tree.epochs)
+    rule = cb.reference_rule(measured)
+    prediction = cb.predict(measured, rule)
+    best = cb.best_steps(group)
+    knee = cb.find_knee(best)
+    if rule is not None:
+        curves = cb.noise_scale_curves(measured, tree.epochs, rule)
+        figs.add(
+            f"gradient_noise_scale{suffix}",
+            plots.noise_scale_over_training(
+                curves,
+                rule,
+                prediction.batch if prediction else None,
+                f"Gradient noise scale during training{about}",
+            ),
+            f"Gradient noise scale B_simple over training (`{rule}`){about}",
+            "B_simple = tr(Σ)/|G|² (McCandlish et al. 2018, App. A), from bias-corrected moving "
+            "averages of the two-batch estimates (per-worker vs global batch), at each "
+            f"evaluation of the complete `{rule}` runs; one line per global batch, mean over "
+            "seeds; evaluations without a positive estimate are left out. Dotted: the predicted "
+            "critical batch, the median over these runs of their mean B_simple.",
+        )
+    if prediction is not None and knee is not None:
+        figs.add(
+            f"critical_batch{suffix}",
+            plots.critical_batch(
+                best, knee, prediction, target, f"Critical batch: predicted vs found{about}"
+            ),
+            f"Critical batch: predicted from the noise scale vs the steps-to-target knee{about}",
+            "Points: steps to target per global batch, taken from the best-tuned LR rule at "
+            "each batch (the lowest seed-median steps over the rules, as Shallue et al. 2018 "
+            "tune per batch); colour: that rule. Dashed: perfect scaling from the smallest "
+            f"batch that reached the target; dotted: {cb.KNEE_FACTOR:g}× that. The knee (★) is "
+            f"where the steps leave {cb.KNEE_FACTOR:g}× perfect scaling, interpolated in log-log "
+            "space between the neighbouring batches. Purple line: the critical batch predicted "
+            f"from B_simple (median over the `{prediction.rule}` runs of their training-mean "
+            "B_simple; B_crit ≈ B_noise); band: median lowest to highest B_simple over training.",
+        )
+    return findings.critical_batch_findings(prediction, knee, best)
 
 
 def sync_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Report) -> None:

@@ -61,7 +61,13 @@ RUN_COLUMNS = [
     "best_eval_acc",
     "steps_to_target",
     "epochs_to_target",
-    "grad_noise_scale",
+    # Gradient noise scale B_simple (McCandlish et al.): last evaluation's value and the mean
+    # over evaluations, with the two batch sizes it was estimated from.
+    "grad_noise_scale.final",
+    "grad_noise_scale.mean",
+    "grad_noise_scale.b_small",
+    "grad_noise_scale.b_big",
+    "grad_noise_scale.estimates",
     "wall_time_s",
     "hardware.tag",
     "hardware.machine_id",
@@ -179,6 +185,9 @@ def machine_label(row: pd.Series) -> str:
 def tidy_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Every contract column present, numbers as numbers, and a ``machine`` label."""
     runs = runs.copy()
+    if "grad_noise_scale" in runs.columns and runs["grad_noise_scale"].isna().all():
+        # the null a run writes when it does not measure the noise scale (measured: dotted names)
+        runs = runs.drop(columns="grad_noise_scale")
     for col in RUN_COLUMNS:
         if col not in runs.columns:
             runs[col] = None

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from suite.report import critical_batch as cb
 from suite.report import data
-from suite.report.plots import human_bytes
+from suite.report.plots import approx, human_bytes
 
 EFFICIENCY_THRESHOLD = 0.80  # "scales well" when throughput is at least 80 % of ideal
 SUPERLINEAR = 1.10  # efficiency above this points at a slow baseline, not at magic
@@ -198,6 +199,69 @@ def target_findings(group: pd.DataFrame) -> list[str]:
         f"({pct((s1 / s2) / (b2 / b1), 0)} of the ideal reduction)."
     )
     return out
+
+
+def critical_batch_findings(
+    prediction: cb.Prediction | None, knee: cb.Knee | None, best: pd.DataFrame
+) -> list[str]:
+    """How far the critical batch predicted from the noise scale is from the empirical knee."""
+    factor = f"{cb.KNEE_FACTOR:g}×"
+    if knee is None:
+        reached = best[best["steps_to_target"].notna()]["global_batch"]
+        if prediction is None or best.empty:
+            return []
+        why = (
+            f"only batch {int(reached.iloc[0])} reached the target accuracy"
+            if len(reached) == 1
+            else "no run reached the target accuracy"
+        )
+        return [f"{predicted_text(prediction)}; {why}, so there is no empirical knee to compare."]
+    if knee.batch is not None:
+        found = (
+            f"the steps-to-target curve (best LR rule per batch) leaves perfect scaling by "
+            f"{factor} at batch ≈ {approx(knee.batch)}"
+        )
+    else:
+        where = (
+            f"up to batch {knee.within} and no run reached the target at batch {knee.unreached}"
+            if knee.unreached is not None
+            else f"up to the largest batch measured ({knee.within})"
+        )
+        found = (
+            f"the steps-to-target curve (best LR rule per batch) stays within {factor} of perfect "
+            f"scaling {where}, so its knee lies above {knee.within}"
+        )
+    if prediction is None:
+        return [
+            found[0].upper() + found[1:] + "; no gradient noise scale was recorded in these "
+            "runs, so there is no predicted critical batch to compare it with."
+        ]
+    head = f"{predicted_text(prediction)}; {found}"
+    if knee.batch is None:
+        if prediction.batch > knee.within:
+            return [head + ", consistent with the prediction."]
+        return [head + f": the prediction is at least {knee.within / prediction.batch:.1f}× low."]
+    ratio = max(knee.batch, prediction.batch) / min(knee.batch, prediction.batch)
+    side = "below" if prediction.batch < knee.batch else "above"
+    verdict = (
+        "within an order of magnitude, as McCandlish et al. report"
+        if ratio <= 10
+        else "more than an order of magnitude; McCandlish et al. report agreement within one"
+    )
+    return [head + f": the prediction is a factor of {ratio:.1f} {side} it ({verdict})."]
+
+
+def predicted_text(prediction: cb.Prediction) -> str:
+    runs = f"{prediction.runs} `{prediction.rule}` run{'s' if prediction.runs > 1 else ''}"
+    spread = (
+        f", {approx(prediction.low)}–{approx(prediction.high)} over training"
+        if prediction.low is not None and prediction.high is not None
+        else ""
+    )
+    return (
+        f"Predicted critical batch (gradient noise scale B_simple, median training mean of "
+        f"{runs}) ≈ {approx(prediction.batch)}{spread}"
+    )
 
 
 def comm_bench_findings(comm: pd.DataFrame) -> list[str]:

@@ -24,6 +24,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from suite.report import critical_batch as cb  # noqa: E402
 from suite.report import data  # noqa: E402
 
 DPI = 110
@@ -104,6 +105,12 @@ def plain_log_axis(ax: Axes, axis: str = "y") -> None:
 def plain_number(v: float, _pos=None) -> str:
     """1,000,000 rather than 1e+06; small values keep three significant digits."""
     return f"{v:,.0f}" if v >= 1 else f"{v:.3g}"
+
+
+def approx(value: float) -> str:
+    """Two significant digits with thousands separators: 188.4 -> 190, 1,312 -> 1,300."""
+    rounded = float(f"{value:.2g}")
+    return f"{rounded:,.0f}" if rounded >= 10 else f"{rounded:g}"
 
 
 def human_bytes(n: float) -> str:
@@ -434,4 +441,140 @@ def model_vs_measured(curves: pd.DataFrame, measured: pd.DataFrame) -> Figure | 
     ax.set_ylabel("throughput (samples/s)")
     ax.set_title("Scaling model: predicted vs measured throughput")
     ax.legend(loc="upper left", fontsize=8)
+    return fig
+
+
+# ---- 9-10: gradient noise scale and the critical batch ---------------------------------------
+
+
+@styled
+def noise_scale_over_training(
+    curves: pd.DataFrame, rule: str, predicted: float | None, title: str
+) -> Figure | None:
+    """B_simple against epoch (log y), one line per global batch, seeds averaged."""
+    if curves.empty:
+        return None
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.add_subplot()
+    seeds = curves.groupby("global_batch")["seeds"].max()
+    same = seeds.nunique() == 1  # then the seed count goes in the legend title, once
+    for i, (batch, grp) in enumerate(curves.groupby("global_batch", sort=True)):
+        n = int(seeds[batch])
+        label = f"{int(batch)}" + (f" (mean of {n} seeds)" if n > 1 and not same else "")
+        ax.plot(
+            grp["epoch"], grp["grad_noise_scale"], "o-", ms=4, color=series_color(i), label=label
+        )
+    if predicted is not None:
+        ax.axhline(predicted, color="black", ls=":", lw=1.2)
+        ax.annotate(
+            f"predicted critical batch ≈ {approx(predicted)}",
+            (0, predicted),
+            xycoords=("axes fraction", "data"),
+            xytext=(4, 4),
+            textcoords="offset points",
+            fontsize=8,
+        )
+    plain_log_axis(ax, "y")
+    ax.set_xlim(left=0)
+    note = f", mean of {int(seeds.iloc[0])} seeds" if same and seeds.iloc[0] > 1 else ""
+    ax.legend(title=f"global batch ({rule}{note})", loc="best")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("gradient noise scale B_simple (samples, log scale)")
+    ax.set_title(title)
+    return fig
+
+
+@styled
+def critical_batch(
+    best: pd.DataFrame,
+    knee: cb.Knee | None,
+    prediction: cb.Prediction | None,
+    target: float | None,
+    title: str,
+) -> Figure | None:
+    """Best steps-to-target per batch against perfect scaling and 2x it, the empirical knee,
+    and the critical batch predicted from the noise scale (line, with its range as a band)."""
+    reached = best[best["steps_to_target"].notna()]
+    if knee is None or prediction is None or reached.empty:
+        return None
+    fig = Figure(figsize=(7.5, 4.8))
+    ax = fig.add_subplot()
+    ax.plot(reached["global_batch"], reached["steps_to_target"], "-", color="black", lw=1.4)
+    for rule in data.rule_order(reached["lr_rule"]):
+        r = reached[reached["lr_rule"] == rule]
+        ax.plot(
+            r["global_batch"],
+            r["steps_to_target"],
+            "o",
+            color=rule_color(rule),
+            markeredgecolor="black",
+            label=f"best rule: {rule}",
+        )
+    batches = np.array(sorted(best["global_batch"].unique()), dtype=float)
+    lo_x = min(batches[0], prediction.low or prediction.batch, prediction.batch) / 1.3
+    hi_x = max(batches[-1], prediction.high or prediction.batch, prediction.batch) * 1.3
+    xs = np.geomspace(lo_x, hi_x, 50)
+    ax.plot(xs, [knee.perfect(x) for x in xs], "k--", lw=1, label="perfect scaling (∝ 1/batch)")
+    ax.plot(
+        xs,
+        [cb.KNEE_FACTOR * knee.perfect(x) for x in xs],
+        ":",
+        color="gray",
+        lw=1.2,
+        label=f"{cb.KNEE_FACTOR:g}× perfect",
+    )
+    if prediction.low is not None and prediction.high is not None:
+        ax.axvspan(
+            prediction.low,
+            prediction.high,
+            color="#9467bd",
+            alpha=0.15,
+            lw=0,
+            label="B_simple range over training",
+        )
+    ax.axvline(
+        prediction.batch,
+        color="#9467bd",
+        lw=1.6,
+        label=f"predicted critical batch ≈ {approx(prediction.batch)}",
+    )
+    if knee.batch is not None:
+        ax.plot(
+            knee.batch,
+            cb.KNEE_FACTOR * knee.perfect(knee.batch),
+            "*",
+            ms=15,
+            color="#d62728",
+            markeredgecolor="black",
+            label=f"knee (leaves {cb.KNEE_FACTOR:g}×) ≈ {approx(knee.batch)}",
+        )
+    else:
+        why = (
+            f"target not reached at {knee.unreached}"
+            if knee.unreached is not None
+            else "largest batch measured"
+        )
+        ax.annotate(
+            f"knee above {knee.within}\n({why})",
+            (knee.within, knee.perfect(knee.within)),
+            xytext=(8, 18),
+            textcoords="offset points",
+            arrowprops={"arrowstyle": "->", "color": "#d62728"},
+            color="#d62728",
+            fontsize=9,
+        )
+    # measured batches, plus powers of two where the axis reaches past them for the prediction
+    outside = [2.0**e for e in range(math.ceil(math.log2(lo_x)), math.floor(math.log2(hi_x)) + 1)]
+    outside = [b for b in outside if b < batches[0] / 1.5 or b > batches[-1] * 1.5]
+    log2_axis(ax, [*batches, *outside])
+    ax.set_xlim(lo_x, hi_x)
+    # the measured curve sets the height; the reference lines are clipped to it
+    steps = reached["steps_to_target"]
+    ax.set_ylim(0.6 * min(steps.min(), knee.perfect(batches[-1])), 2.5 * steps.max())
+    plain_log_axis(ax, "y")
+    ax.legend(loc="best", fontsize=8)
+    ax.set_xlabel("global batch (samples per step)")
+    what = f"{100 * target:g} % test accuracy" if target is not None else "the target accuracy"
+    ax.set_ylabel(f"steps to reach {what} (log scale)")
+    ax.set_title(title)
     return fig
