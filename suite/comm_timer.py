@@ -62,6 +62,7 @@ class CommTimer:
     device: torch.device
     group: dist.ProcessGroup | None = None
     calls: int = 0  # buckets all-reduced since creation (the no_sync check reads this)
+    hooked: bool = True  # False: no hook attached (DDP's own all-reduce), nothing is timed
     # Sees each bucket's local gradients before they are communicated (the noise-scale meter);
     # called outside the timed span.
     observe: Callable[[torch.Tensor], None] | None = None

@@ -75,6 +75,7 @@ class RunSpec:
     start_method: str
     timing_warmup_steps: int
     calibration_steps: int
+    comm_hook: bool
     max_recorded_steps: int
     results_dir: str
     cache_dir: str
@@ -369,6 +370,7 @@ def resolve(
         max_recorded_steps=_positive_int(
             cfg.timing.max_recorded_steps, "timing.max_recorded_steps"
         ),
+        comm_hook=_comm_hook(cfg, sync.name),
         results_dir=results_dir,
         cache_dir=str(container["cache_dir"]),
         hardware_tag=cfg.hardware.tag,
@@ -378,6 +380,15 @@ def resolve(
         sync=sync,
         noise_scale=_noise_scale(cfg),
     )
+
+
+def _comm_hook(cfg: DictConfig, sync: str) -> bool:
+    hooked = _flag(cfg.timing.get("comm_hook", True), "timing.comm_hook")
+    _require(
+        hooked or sync == "allreduce",
+        f"timing.comm_hook=false needs sync=allreduce: sync={sync} communicates in its hook",
+    )
+    return hooked
 
 
 def _noise_scale(cfg: DictConfig) -> NoiseScaleSettings:

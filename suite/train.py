@@ -274,8 +274,10 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     if dd.active():
         comm = CommTimer(device)
         hook = strategy.comm_hook()  # DDP takes one hook: the strategy's, timed
-        if hook is not None:
+        if hook is not None and spec.comm_hook:
             comm.attach(net, hook.fn, hook.state, issued=lambda: strategy.counter.pending_ops)
+        else:  # DDP's built-in all-reduce: nothing to time from inside
+            comm.hooked = False
     optimizer = build_optimizer(spec, model)
 
     # ---- schedule
@@ -302,7 +304,9 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     )
     evals = eval_steps(spe, spec.epochs, spec.evals_per_epoch, total_steps)
     fused = spec.mode == "simulated" and not has_batch_dependent_layers(model)
-    meter = noise_scale_meter(spec, ranks, device, model, spe, hooked=comm is not None)
+    meter = noise_scale_meter(
+        spec, ranks, device, model, spe, hooked=comm is not None and comm.hooked
+    )
     if comm is not None and meter.method == "ranks":
         comm.observe = meter.observe_bucket
 
@@ -508,7 +512,11 @@ def timing_metrics(
         "comm_buckets": max((c.buckets for c in comm_steps), default=0),
         "timed_steps": len(durations),
     }
-    return metrics, [list(row) for row in zip(step_max, comm_max, per_step[2], strict=True)]
+    rows = [list(row) for row in zip(step_max, comm_max, per_step[2], strict=True)]
+    if comm is not None and not comm.hooked:  # DDP's own all-reduce: not seen step by step
+        metrics.update(comm_time_s=None, comm_time_p90_s=None, comm_tail_s=None, comm_buckets=None)
+        rows = [[step_s, math.nan, math.nan] for step_s, _, _ in rows]
+    return metrics, rows
 
 
 def _max_across_ranks(columns: list[list[float]], device: torch.device) -> list[list[float]]:

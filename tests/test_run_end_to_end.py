@@ -108,6 +108,8 @@ def test_two_worker_run_writes_the_contract_and_is_skipped_on_rerun(tmp_path):
     assert m["comm_fraction"] == pytest.approx(m["exposed_comm_s"] / m["step_time_s"])
     assert m["steps"] == 2 * (1600 // 64)
     assert 0.1 < m["final_eval_acc"] <= 1
+    gns = m["grad_noise_scale"]  # the ranks' local gradients, measured on every 50th step
+    assert gns["method"] == "ranks" and gns["estimates"] == 1 and gns["b_small"] == 32
 
     epochs = pd.read_csv(run / "epochs.csv")
     assert list(epochs.columns) == results.EPOCH_COLUMNS
@@ -126,6 +128,19 @@ def test_two_worker_run_writes_the_contract_and_is_skipped_on_rerun(tmp_path):
 
     forced = run_subprocess(*args, "force=true")
     assert forced.returncode == 0 and "already complete" not in forced.stdout
+
+
+@pytest.mark.multiproc
+def test_without_the_comm_hook_only_the_calibration_measures_communication(dpsuite, tmp_path):
+    args = [*SMALL, "workers=2", "threads_per_worker=1", "train.epochs=1", "timing.comm_hook=false"]
+    assert dpsuite("run", *args, f"results_dir={tmp_path}") == 0
+    run = only_run(tmp_path)
+    m = read_run(run)["metrics"]
+    assert m["comm_time_s"] is None and m["comm_buckets"] is None  # nothing saw the buckets
+    assert m["grad_noise_scale"] is None  # its local norms are read in the hook
+    assert m["step_time_s"] > 0 and m["exposed_comm_s"] is not None and m["calibration_steps"]
+    steps = results.load_steps(run)
+    assert steps["comm_s"].isna().all() and (steps["step_time_s"] > 0).all()
 
 
 def test_lr_per_epoch_is_recorded(dpsuite, tmp_path):
