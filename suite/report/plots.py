@@ -454,7 +454,7 @@ def noise_scale_over_training(
     """B_simple against epoch (log y), one line per global batch, seeds averaged."""
     if curves.empty:
         return None
-    fig = Figure(figsize=(7, 4.5))
+    fig = Figure(figsize=(9, 4.5))
     ax = fig.add_subplot()
     seeds = curves.groupby("global_batch")["seeds"].max()
     same = seeds.nunique() == 1  # then the seed count goes in the legend title, once
@@ -465,19 +465,21 @@ def noise_scale_over_training(
             grp["epoch"], grp["grad_noise_scale"], "o-", ms=4, color=series_color(i), label=label
         )
     if predicted is not None:
-        ax.axhline(predicted, color="black", ls=":", lw=1.2)
-        ax.annotate(
-            f"predicted critical batch ≈ {approx(predicted)}",
-            (0, predicted),
-            xycoords=("axes fraction", "data"),
-            xytext=(4, 4),
-            textcoords="offset points",
-            fontsize=8,
+        # In the legend, not on the plot: a label by the line collides with the legend box.
+        ax.axhline(
+            predicted,
+            color="black",
+            ls=":",
+            lw=1.2,
+            label=f"predicted critical batch ≈ {approx(predicted)}",
         )
     plain_log_axis(ax, "y")
     ax.set_xlim(left=0)
     note = f", mean of {int(seeds.iloc[0])} seeds" if same and seeds.iloc[0] > 1 else ""
-    ax.legend(title=f"global batch ({rule}{note})", loc="best")
+    # Beside the axes: one line per batch would hide some of the curves.
+    ax.legend(
+        title=f"global batch ({rule}{note})", loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8
+    )
     ax.set_xlabel("epoch")
     ax.set_ylabel("gradient noise scale B_simple (samples, log scale)")
     ax.set_title(title)
