@@ -8,7 +8,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from suite.errors import UserError
+from suite.errors import CommandAborted, UserError
 
 USAGE = """usage: dpsuite COMMAND [ARGS...]
 
@@ -244,7 +244,7 @@ def _dispatch(args: list[str]) -> int:
         return EXIT_BAD_INPUT
     try:
         return COMMANDS[command](rest)
-    except UserError as exc:
+    except (UserError, CommandAborted) as exc:
         print(f"dpsuite: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:

@@ -28,7 +28,7 @@ from omegaconf import OmegaConf
 
 from suite import hydra_app, preflight, progress
 from suite.distributed import ranks_from_env
-from suite.errors import UserError
+from suite.errors import ResultsWriteError, UserError
 from suite.results import now_iso, read_status, write_json_atomic
 
 MANIFEST = "sweep.json"
@@ -174,7 +174,11 @@ class Sweep:
             if leader:
                 hydra_app.RUN_LISTENERS.remove(self.record)
                 self.settle()
-                self.write_manifest(state)
+                try:
+                    self.write_manifest(state)
+                except ResultsWriteError:
+                    if state == "finished":
+                        raise  # otherwise the error that stops the sweep is the one to report
                 print(self.summary_line(state), flush=True)
         bad = {"failed", "not run"} & set(self.runs.values())
         return 1 if bad else 0
