@@ -6,6 +6,8 @@ import sys
 from collections.abc import Callable
 
 import hydra
+from hydra.core.utils import JobReturn
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from suite.distributed import ranks_from_env
@@ -61,6 +63,19 @@ def _run_job(cfg: DictConfig) -> str:
         for listener in RUN_LISTENERS:
             listener(spec.run_id, status)
     return status
+
+
+class ReleaseJobConfig(Callback):
+    """Drops a finished job's copies of its config (configured in conf/config.yaml).
+
+    Hydra keeps every job's JobReturn until the sweep ends, with deep copies of the job's config
+    and of Hydra's own: about 130 KB per run, which a long in-process sweep would accumulate
+    (0.5 GB over 4096 runs). Nothing reads them afterwards; the sweeper reads return values only.
+    """
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs) -> None:
+        job_return.cfg = None
+        job_return.hydra_cfg = None
 
 
 @hydra.main(config_path="conf", config_name="config", version_base=None)

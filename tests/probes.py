@@ -5,11 +5,38 @@ They run in the sweeping process, around each job, without changing the suite's 
 
 from __future__ import annotations
 
+import os
 import resource
 import signal
+from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
+
+
+def rss_kb() -> int:
+    """Resident memory of this process (VmRSS), in KiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+class ResourceProbe(Callback):
+    """After each job: append ``job,status,rss_kb,fds`` to ``out`` (a CSV)."""
+
+    def __init__(self, out: str) -> None:
+        self.out = Path(out)
+
+    def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
+        status = job_return.return_value if job_return.status.name == "COMPLETED" else "error"
+        line = f"{config.hydra.job.num},{status},{rss_kb()},{open_fds()}\n"
+        with open(self.out, "a") as fh:  # closed before sampling the next job
+            fh.write(line)
 
 
 class FileSizeLimit(Callback):
