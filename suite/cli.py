@@ -8,7 +8,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from suite.errors import UserError
+from suite.errors import CommandAborted, UserError
 
 USAGE = """usage: dpsuite COMMAND [ARGS...]
 
@@ -33,7 +33,9 @@ EXIT_BAD_INPUT = 2
 
 
 def _run(args: list[str]) -> int:
-    from suite import hydra_app, preflight, progress, sweep
+    import shlex
+
+    from suite import hydra_app, preflight, progress, results_lock, sweep
 
     multirun = any(a in MULTIRUN_FLAGS for a in args)
     if any(a.startswith("-") and a not in MULTIRUN_FLAGS for a in args):
@@ -43,9 +45,11 @@ def _run(args: list[str]) -> int:
     overrides = [a for a in args if a not in MULTIRUN_FLAGS]
     if multirun:
         return sweep.run_sweep(None, overrides)
-    preflight.check_overrides(overrides, multirun=False)
+    plan = preflight.plan(overrides, multirun=False)
     hydra_app.OUTCOMES.clear()
-    with progress.activated(progress.for_terminal()):
+    dirs = [spec.results_dir for spec in plan.specs]
+    lock = results_lock.for_launcher(dirs, shlex.join(["dpsuite", "run", *overrides]))
+    with lock, progress.activated(progress.for_terminal()):
         hydra_app.run_hydra(overrides)
     statuses = [s for _, s in hydra_app.OUTCOMES]
     return 1 if any(s in ("failed", "invalid") for s in statuses) else 0
@@ -244,7 +248,7 @@ def _dispatch(args: list[str]) -> int:
         return EXIT_BAD_INPUT
     try:
         return COMMANDS[command](rest)
-    except UserError as exc:
+    except (UserError, CommandAborted) as exc:
         print(f"dpsuite: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:

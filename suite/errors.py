@@ -1,5 +1,33 @@
 """Errors that end a command with one clear line, never a traceback."""
 
+from __future__ import annotations
+
+import os
+
 
 class UserError(Exception):
     """Bad input: the CLI prints the message on one line and exits non-zero before any work."""
+
+
+class ResultsWriteError(UserError):
+    """Results cannot be written (disk full, file too large, no permission): the command stops.
+
+    A sweep that cannot write its results stops rather than fail every remaining run.
+    """
+
+    def __init__(self, path: str | os.PathLike, exc: OSError) -> None:
+        self.path = str(path)
+        self.reason = exc.strerror or str(exc)
+        super().__init__(f"cannot write results to {self.path}: {self.reason}")
+
+
+class CommandAborted(BaseException):
+    """Carries an error out of a Hydra job to the CLI.
+
+    Hydra's job loop catches every Exception and goes on with the next job; like Ctrl-C, this
+    one ends the whole command (the remaining runs of a sweep are not started).
+    """
+
+    def __init__(self, error: UserError) -> None:
+        self.error = error
+        super().__init__(str(error))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import torch
@@ -9,6 +10,7 @@ import torch
 from suite import data_memo, progress
 from suite import distributed as dd
 from suite.distributed import Ranks
+from suite.errors import ResultsWriteError
 from suite.fingerprint import fingerprint
 from suite.results import RunWriter, read_json, read_status
 from suite.run_spec import RunSpec, usable_cores
@@ -43,6 +45,8 @@ def launch(spec: RunSpec) -> str:
             return run_rank(spec, Ranks(0, 1, 0, 1), init_method=None)
         with progress.relay_from_children():
             return spawn(spec, writer)
+    except ResultsWriteError:
+        raise  # not a failure of this run: nothing more can be written (the caller stops)
     except Exception as exc:
         # A failed run is a result of the sweep, not the end of it: record it and go on.
         return after_failure(spec, writer, describe(exc))
@@ -84,7 +88,9 @@ def run_rank(
         status = train(spec, ranks, device, writer)
     except BaseException as exc:
         if writer is not None:
-            writer.finish("failed", error=describe(exc))
+            # Mark it failed if the disk lets us; a run.json left 'running' reads as stale.
+            with contextlib.suppress(ResultsWriteError):
+                writer.finish("failed", error=describe(exc))
         if torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
         raise
@@ -111,7 +117,8 @@ def spawn(spec: RunSpec, writer: RunWriter) -> str:
     except dd.WorkerFailure as exc:
         return after_failure(spec, writer, str(exc))
     except BaseException:
-        after_failure(spec, writer, "interrupted")
+        with contextlib.suppress(ResultsWriteError):  # the interrupt is what to report
+            after_failure(spec, writer, "interrupted")
         raise
     return read_status(spec.run_dir) or "failed"
 

@@ -22,6 +22,8 @@ from typing import Any
 
 import pandas as pd
 
+from suite.errors import ResultsWriteError
+
 SCHEMA_VERSION = 1
 STATUSES = ("complete", "failed", "diverged", "running")
 EPOCH_COLUMNS = [
@@ -76,7 +78,17 @@ def _json_safe(value: Any) -> Any:
 
 
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    """Write JSON so that readers see the old file or the new one, never a torn one."""
+    """Write JSON so that readers see the old file or the new one, never a torn one.
+
+    Raises ResultsWriteError (naming the file and the OS reason) when it cannot be written.
+    """
+    try:
+        _write_json_atomic(path, data)
+    except OSError as exc:
+        raise ResultsWriteError(path, exc) from None
+
+
+def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -110,9 +122,12 @@ class RunWriter:
 
     def start(self, record: Mapping[str, Any]) -> None:
         """Create the directory, reset the CSVs and mark the run as running."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        for name in ("epochs.csv", "steps.csv"):
-            (self.dir / name).unlink(missing_ok=True)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            for name in ("epochs.csv", "steps.csv"):
+                (self.dir / name).unlink(missing_ok=True)
+        except OSError as exc:
+            raise ResultsWriteError(self.dir, exc) from None
         self.record = {
             "schema_version": SCHEMA_VERSION,
             **record,
@@ -143,15 +158,19 @@ class RunWriter:
 
 
 def append_csv(path: Path, columns: list[str], rows: Iterable[Mapping[str, Any]]) -> None:
+    """Append rows (a header first for a new file); ResultsWriteError when it cannot."""
     new = not path.exists()
-    with open(path, "a", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
-        if new:
-            w.writeheader()
-        for row in rows:
-            w.writerow(row)
-        fh.flush()
-        os.fsync(fh.fileno())
+    try:
+        with open(path, "a", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+            if new:
+                w.writeheader()
+            for row in rows:
+                w.writerow(row)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        raise ResultsWriteError(path, exc) from None
 
 
 def read_status(run_dir: Path) -> str | None:

@@ -9,7 +9,9 @@ and launcher run the jobs. Around that, this module
   the status of every run and counts by status, updated as runs finish;
 * resumes for free: run ids are stable, complete runs are skipped by ``suite.launch`` and
   everything else (failed, killed half-way, never started) runs again;
-* prints one summary line at the end: complete / diverged / failed / skipped.
+* prints one summary line at the end: complete / diverged / failed / skipped;
+* holds the lock of every results directory it writes (``suite.results_lock``), so that a
+  second sweep on the same directory is refused instead of racing this one.
 
 A preset with ``parts`` (``demo``) runs other presets in turn, into ``RESULTS_DIR/<part>/``.
 """
@@ -17,6 +19,7 @@ A preset with ``parts`` (``demo``) runs other presets in turn, into ``RESULTS_DI
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 from collections import Counter
 from dataclasses import dataclass, field
@@ -26,9 +29,9 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from suite import hydra_app, preflight, progress
+from suite import hydra_app, preflight, progress, results_lock
 from suite.distributed import ranks_from_env
-from suite.errors import UserError
+from suite.errors import ResultsWriteError, UserError
 from suite.results import now_iso, read_status, write_json_atomic
 
 MANIFEST = "sweep.json"
@@ -174,7 +177,11 @@ class Sweep:
             if leader:
                 hydra_app.RUN_LISTENERS.remove(self.record)
                 self.settle()
-                self.write_manifest(state)
+                try:
+                    self.write_manifest(state)
+                except ResultsWriteError:
+                    if state == "finished":
+                        raise  # otherwise the error that stops the sweep is the one to report
                 print(self.summary_line(state), flush=True)
         bad = {"failed", "not run"} & set(self.runs.values())
         return 1 if bad else 0
@@ -187,9 +194,11 @@ def _summary_rank(status: str) -> int:
 def run_sweep(preset: str | None, overrides: list[str]) -> int:
     """`dpsuite sweep NAME ...` (and `dpsuite run -m ...` with ``preset=None``)."""
     parts = preset_parts(preset) if preset else None
+    command = shlex.join(["dpsuite", *(["sweep", preset] if preset else ["run", "-m"]), *overrides])
     if parts is None:
         sweep = Sweep.checked(preset, overrides)
-        with progress.activated(progress.for_terminal()):
+        lock = results_lock.for_launcher(sweep.results_dirs, command)
+        with lock, progress.activated(progress.for_terminal()):
             return sweep.run()
     assert preset is not None
     root = composite_results_dir(preset, overrides)
@@ -200,7 +209,8 @@ def run_sweep(preset: str | None, overrides: list[str]) -> int:
         for subdir, part in parts.items()
     ]
     code = 0
-    with progress.activated(progress.for_terminal()):
+    dirs = [d for sweep in sweeps for d in sweep.results_dirs]
+    with results_lock.for_launcher(dirs, command), progress.activated(progress.for_terminal()):
         for sweep in sweeps:
             code = max(code, sweep.run())
     return code

@@ -99,7 +99,8 @@ def test_submitit_local_launcher_runs_a_two_task_job(tmp_path, local_two_workers
     assert rec["run_id"] == local_two_workers[0]["run_id"]
     assert max_diff(read_params(run), local_two_workers[1]) <= 1e-10
     # Both tasks resolved the same Hydra directory (no per-rank or per-second directories).
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".hydra", rec["run_id"], "sweep.json"]
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [".dpsuite.lock", ".hydra", rec["run_id"], "sweep.json"]
     logs = list((tmp_path / ".hydra" / ".submitit").glob("*/*_log.out"))
     assert len(logs) == 2  # one log per task (rank)
 

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from suite import results
+from suite.errors import ResultsWriteError
 
 
 def record(run_id: str, status: str = "complete", **extra) -> dict:
@@ -108,7 +109,7 @@ def test_atomic_write_never_leaves_a_torn_file(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(json, "dump", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(ResultsWriteError, match="run.json: No space left on device"):
         results.write_json_atomic(path, {"run_id": "new"})
     assert results.read_json(path) == {"run_id": "ok"}
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
