@@ -171,6 +171,8 @@ def validate(model: ScalingModel, runs: pd.DataFrame) -> pd.DataFrame:
                 "measured_step_s": measured,
                 "predicted_step_s": predicted,
                 "error_pct": 100 * (predicted - measured) / measured,
+                # More worker threads than cores: compute measured alone no longer holds.
+                "oversubscribed": bool(grp.get("hardware.oversubscribed", pd.Series()).any()),
             }
         )
     return pd.DataFrame(rows)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from suite import results
-from suite.report import build, data
+from suite.report import build, data, findings
 from tests import report_trees as trees
 from tests.conftest import run_subprocess
 
@@ -450,10 +450,7 @@ def test_scaling_model_section_when_runs_carry_parameter_counts(dpsuite, capsys,
     out, _ = report(dpsuite, capsys, root, tmp_path / "rep")
     assert "scaling_model.png" in assert_valid_images(out)
     found = findings_of(out)
-    assert any(
-        f.startswith("The scaling model predicts the measured multi-worker step times")
-        for f in found
-    )
+    assert any(f.startswith("At 2 workers the scaling model's step time is within") for f in found)
     assert "Scaling model validation" in (out / "index.md").read_text()
 
 
@@ -525,3 +522,23 @@ def test_frontier_keeps_only_points_worth_their_bytes():
     assert list(frontier(points, tolerance=0.0)["sync_label"]) == ["e", "a", "b", "f"]
     # Half a point more for twice the bytes is within one seed's noise: not worth it.
     assert list(frontier(points, tolerance=0.01)["sync_label"]) == ["e", "a", "b"]
+
+
+def test_model_findings_per_worker_count_name_the_worst_and_oversubscription():
+    # Validation rows of several fits, concatenated: the index repeats.
+    validation = pd.DataFrame(
+        {
+            "series": ["mlp, b=32", "mlp, b=32", "cnn, b=32", "cnn, b=32"],
+            "workers": [2, 4, 2, 4],
+            "error_pct": [-14.0, -71.5, -51.5, -70.0],
+            "oversubscribed": [False, True, False, True],
+        },
+        index=[0, 1, 0, 1],
+    )
+    assert findings.model_findings(validation) == [
+        "At 2 workers the scaling model's step time is within 52 % of the measured one "
+        "(worst: cnn, b=32, -52 %).",
+        "At 4 workers the scaling model's step time is within 72 % of the measured one "
+        "(worst: mlp, b=32, -72 %); these runs had more worker threads than cores, which the "
+        "model, fitted to one worker's compute, does not know about.",
+    ]

@@ -182,9 +182,10 @@ def model_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Rep
         return
     fits, _ = predict.fit_all(tree.runs, tree.comm)
     curves, measured, validation = [], [], []
+    machines = len({fit.hardware for fit in fits})
     for fit in fits:
         for batch in sorted(fit.validation["per_worker_batch"].unique()):
-            label = f"{fit.workload}, b={batch}" + (f" ({fit.hardware})" if len(fits) > 1 else "")
+            label = f"{fit.workload}, b={batch}" + (f" ({fit.hardware})" if machines > 1 else "")
             curves.append(
                 fit.model.predict(predict.DEFAULT_WORKERS, int(batch)).assign(series=label)
             )
@@ -206,7 +207,7 @@ def model_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Rep
         "Solid: within the measured worker counts; dashed: extrapolation. `dpsuite predict` "
         "prints the fitted parameters.",
     )
-    table = pd.concat(validation)
+    table = pd.concat(validation, ignore_index=True)
     report.findings += findings.model_findings(table)
     report.tables.append(
         render.Table(

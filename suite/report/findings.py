@@ -284,14 +284,21 @@ def comm_bench_findings(comm: pd.DataFrame) -> list[str]:
 
 
 def model_findings(validation: pd.DataFrame) -> list[str]:
-    """How far the scaling model's step time is from the measured one, where both exist."""
-    multi = validation[validation["workers"] > 1]
-    if multi.empty:
-        return []
-    worst = multi.loc[multi["error_pct"].abs().idxmax()]
-    within = multi["error_pct"].abs().max()
-    return [
-        f"The scaling model predicts the measured multi-worker step times within "
-        f"{within:.0f} % (worst: {worst['series']} at {int(worst['workers'])} workers, "
-        f"{worst['error_pct']:+.0f} %)."
-    ]
+    """How far the scaling model's step time is from the measured one, per worker count."""
+    multi = validation[validation["workers"] > 1].reset_index(drop=True)
+    out = []
+    for workers, grp in multi.groupby("workers", sort=True):
+        worst = grp.loc[grp["error_pct"].abs().idxmax()]
+        crowded = bool(grp.get("oversubscribed", pd.Series(dtype=bool)).any())
+        out.append(
+            f"At {int(workers)} workers the scaling model's step time is within "
+            f"{abs(worst['error_pct']):.0f} % of the measured one (worst: {worst['series']}, "
+            f"{worst['error_pct']:+.0f} %)"
+            + (
+                "; these runs had more worker threads than cores, which the model, fitted to "
+                "one worker's compute, does not know about."
+                if crowded
+                else "."
+            )
+        )
+    return out

@@ -416,7 +416,7 @@ def model_vs_measured(curves: pd.DataFrame, measured: pd.DataFrame) -> Figure | 
     the measured points on top."""
     if curves.empty:
         return None
-    fig = Figure(figsize=(7.2, 4.6))
+    fig = Figure(figsize=(9, 4.6))
     ax = fig.add_subplot()
     for i, (label, grp) in enumerate(curves.groupby("series", sort=True)):
         color = series_color(i)
@@ -424,23 +424,20 @@ def model_vs_measured(curves: pd.DataFrame, measured: pd.DataFrame) -> Figure | 
         inside = grp[~grp["extrapolated"]]
         # the dashed part starts at the last measured point so the line is continuous
         outside = grp[grp["workers"] >= inside["workers"].max()] if len(inside) else grp
-        ax.plot(inside["workers"], inside["samples_per_s"], color=color, label=f"{label}: model")
+        ax.plot(inside["workers"], inside["samples_per_s"], color=color, label=label)
         ax.plot(outside["workers"], outside["samples_per_s"], color=color, linestyle="--")
         pts = measured[measured["series"] == label]
-        ax.plot(
-            pts["workers"],
-            pts["samples_per_s"],
-            "o",
-            color=color,
-            markeredgecolor="black",
-            label=f"{label}: measured",
-        )
+        ax.plot(pts["workers"], pts["samples_per_s"], "o", color=color, markeredgecolor="black")
+    # One entry per series, then what line and marker mean (a legend of 2 x series entries
+    # would cover the curves).
+    ax.plot([], [], color="grey", label="model (dashed: extrapolated)")
+    ax.plot([], [], "o", color="grey", markeredgecolor="black", label="measured")
     log2_axis(ax, curves["workers"])
     plain_log_axis(ax, "y")
     ax.set_xlabel("workers (log2; dashed: extrapolation beyond the measured worker counts)")
     ax.set_ylabel("throughput (samples/s)")
     ax.set_title("Scaling model: predicted vs measured throughput")
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     return fig
 
 
