@@ -80,6 +80,7 @@ class RunSpec:
     results_dir: str
     cache_dir: str
     hardware_tag: str | None
+    peak_tflops: float | None
     force: bool
     run_id: str
     config: dict[str, Any] = field(repr=False)
@@ -374,12 +375,22 @@ def resolve(
         results_dir=results_dir,
         cache_dir=str(container["cache_dir"]),
         hardware_tag=cfg.hardware.tag,
+        peak_tflops=_peak_tflops(cfg),
         force=bool(cfg.force),
         run_id=make_run_id(summary, identity),
         config=container,
         sync=sync,
         noise_scale=_noise_scale(cfg),
     )
+
+
+def _peak_tflops(cfg: DictConfig) -> float | None:
+    peak = cfg.hardware.get("peak_tflops")
+    if peak is None:
+        return None
+    peak = _number(peak, "hardware.peak_tflops")
+    _require(peak > 0, f"hardware.peak_tflops must be > 0, got {peak}")
+    return peak
 
 
 def _comm_hook(cfg: DictConfig, sync: str) -> bool:

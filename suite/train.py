@@ -20,6 +20,7 @@ from suite import distributed as dd
 from suite.calibration import time_without_sync
 from suite.comm_timer import CommStep, CommTimer
 from suite.distributed import Ranks
+from suite.flops import training_flops_per_sample, utilization
 from suite.lars import LARS, lars_param_groups
 from suite.lr_rules import LRPlan
 from suite.noise_scale import NoiseScaleMeter, choose_method, piece_batches, squared_norm
@@ -268,6 +269,12 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     torch.manual_seed(spec.seed)
     model = workload.build_model().to(device=device, dtype=dtype)
     digest = dd.check_identical_replicas(model)
+    # Counted on a copy before DDP wraps the model (its hooks must not see the copy's backward).
+    flops = training_flops_per_sample(
+        model,
+        lambda m, idx: forward_loss(m, workload, train_x, train_y, idx, amp),
+        torch.arange(min(2, data.num_train), device=device),
+    )
     strategy = sync.build(spec.sync, device, distributed=dd.active())
     net: nn.Module = strategy.wrap(model, spec.bucket_cap_mb)
     comm: CommTimer | None = None  # None: no process group, so nothing to communicate
@@ -445,6 +452,8 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         **sync_metrics(strategy, device),
         "grad_noise_scale": meter.summary(),
     }
+    devices = 1 if spec.mode == "simulated" else spec.workers  # simulated: one device does all
+    metrics.update(utilization(flops, metrics["samples_per_s"], devices, spec.peak_tflops))
     final_model = strategy.eval_model(model)  # on every rank: it may communicate
     if writer:
         writer.write_steps(step_rows(spec, timer, per_step, lrs))

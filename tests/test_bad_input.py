@@ -41,6 +41,7 @@ CASES = [
     (["timing.calibration_steps=-1"], "timing.calibration_steps must be an integer >= 0"),
     (["ddp.bucket_cap_mb=0"], "ddp.bucket_cap_mb must be > 0"),
     (["noise_scale.ema=1"], "noise_scale.ema must be in (0, 1)"),
+    (["hardware.peak_tflops=0"], "hardware.peak_tflops must be > 0"),
     (["timing.comm_hook=false", "sync=powersgd"], "timing.comm_hook=false needs sync=allreduce"),
     (["noise_scale.every=0"], "noise_scale.every must be an integer >= 1"),
     (["noise_scale.enabled=maybe"], "noise_scale.enabled must be true or false"),
