@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The CUDA/NCCL path on one GPU, and GPU reference numbers, in one short run (about 5 minutes):
+#   bash tests/bench/gpu_reference.sh [TAG] [PEAK_TFLOPS]     (defaults: h200, 989 = bf16 dense)
+# 1. world size 1 on NCCL/CUDA (torchrun, one rank: the process-group path a cluster job takes);
+# 2. comm-bench on NCCL (one rank: checks the collective and its correctness check; bandwidth
+#    needs 2+ GPUs);
+# 3. cifar_resnet and a GPT-2-small-sized tiny_gpt in bf16: throughput, model FLOPs and MFU.
+# Results go to results/reference/TAG/ (run.json and CSVs); reports/reference/ is rebuilt.
+set -euo pipefail
+TAG="${1:-h200}"
+PEAK="${2:-989}"
+OUT="results/reference/$TAG"
+python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device: this script needs a GPU')"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version())"
+COMMON=(device=cuda "hardware.tag=$TAG" "hardware.peak_tflops=$PEAK" "results_dir=$OUT/runs")
+
+echo "== 1. world size 1 on NCCL/CUDA"
+timeout 300 torchrun --standalone --nproc_per_node=1 -m suite run workload=mnist1d_mlp backend=nccl \
+    train.epochs=2 "${COMMON[@]}"
+
+echo "== 2. comm-bench on NCCL"
+timeout 300 python3 -m suite comm-bench --workers 1 --backend nccl --sizes 1K:256M --iters 20 \
+    --dtype bf16 --tag "$TAG" --results-dir "$OUT"
+
+echo "== 3. bf16 throughput and MFU"
+timeout 600 python3 -m suite run workload=cifar_resnet precision=bf16 batch.per_worker=256 \
+    workload.num_samples=20000 train.epochs=1 train.max_steps=60 train.eval_at_start=false \
+    timing.warmup_steps=10 "${COMMON[@]}"
+timeout 600 python3 -m suite run workload=tiny_gpt precision=bf16 batch.per_worker=32 \
+    workload.depth=12 workload.width=768 workload.heads=12 workload.context=512 \
+    workload.num_samples=8000 train.epochs=1 train.max_steps=60 train.eval_at_start=false \
+    timing.warmup_steps=10 "${COMMON[@]}"
+
+python3 - "$OUT" <<'PY'
+import sys
+from suite import results
+runs = results.load(sys.argv[1])
+cols = ["workload", "precision", "backend", "global_batch", "samples_per_s", "step_time_s",
+        "flops_per_sample", "model_tflops_per_device", "mfu", "status"]
+print(runs[[c for c in cols if c in runs]].to_string(index=False))
+PY
+python3 -m suite report results/reference --out reports/reference  # both machines side by side
