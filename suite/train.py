@@ -281,10 +281,10 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     if dd.active():
         comm = CommTimer(device)
         hook = strategy.comm_hook()  # DDP takes one hook: the strategy's, timed
-        if hook is not None and spec.comm_hook:
-            comm.attach(net, hook.fn, hook.state, issued=lambda: strategy.counter.pending_ops)
-        else:  # DDP's built-in all-reduce: nothing to time from inside
+        if not spec.comm_hook:  # DDP's built-in all-reduce: nothing to time from inside
             comm.hooked = False
+        elif hook is not None:  # (a strategy without one times its exchange where it waits)
+            comm.attach(net, hook.fn, hook.state, issued=lambda: strategy.counter.pending_ops)
     optimizer = build_optimizer(spec, model)
 
     # ---- schedule
