@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 REFERENCE = Path(__file__).resolve().parent / "reference"
 WORKERS = 2
 SIZES_MIB = [1, 4, 16, 64]
+ITERS = 100  # at 1 MiB one all-reduce takes ~2 ms here: 20 would time a 40 ms window
 # workload -> (dpsuite overrides, bare_ddp.py arguments); both time `steps` steps after 5.
 # The suite's runs fit in one epoch and skip the initial evaluation, so that no evaluation
 # interrupts the timed steps: the comparison is of the measured training loop only.
@@ -127,7 +128,7 @@ def suite_busbw(tmp: Path, env: dict[str, str]) -> dict[int, float]:
             "--warmup",
             "5",
             "--iters",
-            "20",
+            str(ITERS),
             "--results-dir",
             str(out),
         ],
@@ -139,7 +140,9 @@ def suite_busbw(tmp: Path, env: dict[str, str]) -> dict[int, float]:
 
 def bare_busbw(env: dict[str, str]) -> dict[int, float]:
     cmd = [sys.executable, str(REFERENCE / "bare_allreduce.py"), "--workers", str(WORKERS)]
-    out = run([*cmd, "--sizes-mib", *map(str, SIZES_MIB), "--warmup", "5", "--iters", "20"], env)
+    out = run(
+        [*cmd, "--sizes-mib", *map(str, SIZES_MIB), "--warmup", "5", "--iters", str(ITERS)], env
+    )
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     return {r["size_bytes"]: r["busbw_GBps"] for r in rows}
 
