@@ -542,3 +542,23 @@ def test_model_findings_per_worker_count_name_the_worst_and_oversubscription():
         "(worst: mlp, b=32, -72 %); these runs had more worker threads than cores, which the "
         "model, fitted to one worker's compute, does not know about.",
     ]
+
+
+def test_lars_with_its_own_base_lr_and_schedule_joins_the_other_rules(tmp_path):
+    root = tmp_path / "res"
+    trees.write_convergence(root)
+    for batch, acc in ((32, 0.70), (64, 0.69), (128, 0.68), (256, 0.66)):
+        run = trees.write_run(
+            root, workers=batch // trees.PER_WORKER, mode="simulated", lr_rule="lars", final_acc=acc
+        )
+        rec = results.read_json(run / "run.json")
+        results.write_json_atomic(run / "run.json", {**rec, "base_lr": 3.0, "schedule": "poly"})
+    conv = data.convergence_runs(data.load_tree(root).runs)
+    assert conv["group"].nunique() == 1 and set(conv["lr_rule"]) >= {"lars", "naive"}
+    base = data.baseline(conv)
+    assert base.runs == 2 * len(trees.ACCURACY)  # the recipe's own runs at batch 32, not lars
+    found = findings.convergence_findings(conv, data.accuracy_table(conv), base)
+    assert (
+        "`lars` falls more than 1 point below the batch-32 accuracy already at global batch 32; "
+        "falls to 66.0 % at batch 256." in found
+    )

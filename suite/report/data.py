@@ -100,6 +100,9 @@ NUMERIC_COLUMNS = [
 RULE_ORDER = ("naive", "linear", "linear_warmup", "sqrt", "lars")
 # Scaling series: runs that differ only in worker count.
 SCALING_KEY = ["machine", "workload", "per_worker_batch", "precision", "device", "sync_label"]
+# Rules that bring their own base LR and schedule (the recipe keys below) to a study.
+OWN_RECIPE_RULES = ("lars",)
+RECIPE_KEYS = ["base_lr", "schedule"]
 # Convergence groups: runs of one training recipe that differ in global batch and LR rule.
 CONVERGENCE_KEY = [
     "machine",
@@ -332,19 +335,37 @@ def convergence_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
     A group (one machine, workload, epoch budget and precision) counts when it spans at least two
     global batches and either two LR rules or simulated workers: a plain scaling sweep (one rule,
-    real workers) is not a convergence study.
+    real workers) is not a convergence study. A rule with its own base LR and schedule (lars)
+    joins the group it shares everything else with, so that all rules meet on one figure.
     """
     done = runs[runs["status"].isin(["complete", "diverged"]) & (runs["global_batch"] >= 1)]
+    own = done["lr_rule"].isin(OWN_RECIPE_RULES)
+    shared = [k for k in CONVERGENCE_KEY if k not in RECIPE_KEYS]
+    main = _study_groups(done[~own])
+    joined, alone = pd.DataFrame(), done[own]
+    if main and own.any():
+        recipes = pd.concat(main)[shared].drop_duplicates()
+        matched = done[own].merge(recipes, on=shared, how="left", indicator=True)
+        joined = matched[matched["_merge"] == "both"].drop(columns="_merge")
+        alone = matched[matched["_merge"] == "left_only"].drop(columns="_merge")
+    groups = main + _study_groups(alone)
+    if not groups:
+        return pd.DataFrame()
+    out = pd.concat(groups, ignore_index=True)
+    out["group"] = series_labels(out, CONVERGENCE_KEY, always=["workload"])
+    if not joined.empty:  # labelled like the group whose recipe they join
+        labels = out[shared + ["group"]].drop_duplicates(shared)
+        out = pd.concat([out, joined.merge(labels, on=shared)], ignore_index=True)
+    return out
+
+
+def _study_groups(done: pd.DataFrame) -> list[pd.DataFrame]:
     keep = []
     for _, grp in done.groupby(CONVERGENCE_KEY, dropna=False, sort=True):
         study = grp["lr_rule"].nunique() >= 2 or (grp["mode"] == "simulated").any()
         if grp["global_batch"].nunique() >= 2 and study:
             keep.append(grp)
-    if not keep:
-        return pd.DataFrame()
-    out = pd.concat(keep, ignore_index=True)
-    out["group"] = series_labels(out, CONVERGENCE_KEY, always=["workload"])
-    return out
+    return keep
 
 
 def rule_order(rules) -> list[str]:
@@ -385,6 +406,8 @@ def baseline(conv_group: pd.DataFrame) -> Baseline | None:
     """The small-batch reference: every completed run at the group's smallest global batch."""
     smallest = conv_group["global_batch"].min()
     at = conv_group[(conv_group["global_batch"] == smallest) & (conv_group["status"] == "complete")]
+    if (~at["lr_rule"].isin(OWN_RECIPE_RULES)).any():  # the recipe's own small-batch accuracy
+        at = at[~at["lr_rule"].isin(OWN_RECIPE_RULES)]
     accs = at["final_eval_acc"].dropna()
     if accs.empty:
         return None

@@ -117,7 +117,10 @@ def convergence_findings(
         f"(mean of {base.runs} run{'s' if base.runs > 1 else ''}{spread})."
     ]
     for rule in data.rule_order(acc["lr_rule"]):
-        rows = acc[(acc["lr_rule"] == rule) & (acc["global_batch"] > base.batch)]
+        # At the baseline batch the rules share the recipe's LR; one with its own (lars) does not.
+        own = rule in data.OWN_RECIPE_RULES
+        from_batch = acc["global_batch"] >= base.batch if own else acc["global_batch"] > base.batch
+        rows = acc[(acc["lr_rule"] == rule) & from_batch]
         if not rows.empty:
             out.append(rule_finding(rule, rows.sort_values("global_batch"), base))
     out.extend(target_findings(group))
