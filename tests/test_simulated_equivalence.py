@@ -10,6 +10,7 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from suite import distributed as dd
 from suite.precision import Precision
 from suite.sharding import all_worker_batches
 from suite.train import has_batch_dependent_layers, simulated_step
@@ -121,8 +122,10 @@ def _ddp_bn_worker(rank: int, port: int, out: str) -> None:
         opt.step()
     if rank == 0:
         np.savez(out, **{k: v.detach().numpy() for k, v in model.state_dict().items()})
-    dist.barrier()
-    dist.destroy_process_group()
+    # Drop DDP before leaving the group: a rank that exits while its peer's reducer threads
+    # still talk to it can abort under gloo (what dd.shutdown does for the suite's own runs).
+    del net, opt
+    dd.shutdown()
 
 
 def free_port() -> int:
