@@ -70,11 +70,11 @@ class NoiseScaleEMA:
 
 
 # ---- measuring it during training ------------------------------------------------------------
-# How a measured step splits its batch into pieces whose gradients are seen one by one:
+# How a measured step splits its batch into pieces whose gradients are seen one by one (the
+# `method` of a run):
 #   ranks          DDP: each rank's local gradient (seen in the comm hook, before the all-reduce)
 #   micro_batches  simulated workers with batch-dependent layers: each worker's micro-batch
 #   halves         one process otherwise: the two halves of the global batch
-METHODS = ("ranks", "micro_batches", "halves")
 # Strategies whose synchronized gradient is the workers' average (up to rounding): the others
 # (local SGD, PowerSGD, parameter server) never form |G_big|^2 the way the estimator needs.
 AVERAGING_SYNCS = ("allreduce", "fp16", "bf16")

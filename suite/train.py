@@ -176,7 +176,7 @@ def gradients(model: nn.Module) -> list[torch.Tensor]:
 
 
 def noise_scale_meter(
-    spec: RunSpec, ranks: Ranks, device, model: nn.Module, spe: int, hooked: bool
+    spec: RunSpec, ranks: Ranks, device, model: nn.Module, hooked: bool
 ) -> NoiseScaleMeter:
     """The gradient-noise-scale meter of this run (method None: not measured)."""
     method = choose_method(
@@ -311,9 +311,7 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     )
     evals = eval_steps(spe, spec.epochs, spec.evals_per_epoch, total_steps)
     fused = spec.mode == "simulated" and not has_batch_dependent_layers(model)
-    meter = noise_scale_meter(
-        spec, ranks, device, model, spe, hooked=comm is not None and comm.hooked
-    )
+    meter = noise_scale_meter(spec, ranks, device, model, hooked=comm is not None and comm.hooked)
     if comm is not None and meter.method == "ranks":
         comm.observe = meter.observe_bucket
 
