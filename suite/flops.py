@@ -1,14 +1,14 @@
 """Model FLOPs per training sample, counted by PyTorch, and the utilization they imply (MFU).
 
 The count is PyTorch's own (``torch.utils.flop_counter.FlopCounterMode``: matmuls and
-convolutions, forward and backward) on a copy of the model, for a couple of samples, so the
-run's model, gradients and random stream are untouched. MFU = achieved model FLOP/s / the peak
+convolutions, forward and backward) for a couple of samples, taken in eval mode and with
+``torch.autograd.grad``: no BatchNorm statistic, ``.grad`` or random number of the run is
+touched (the counted ops are the same in both modes). MFU = achieved model FLOP/s / the peak
 the user gives for the accelerator at the run's precision (``hardware.peak_tflops``).
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 
 import torch
@@ -22,13 +22,16 @@ def training_flops_per_sample(
     """Forward + backward FLOPs per sample of ``loss_of(model, idx)``; None if nothing counted."""
     if len(idx) == 0:
         return None
-    replica = copy.deepcopy(model)
-    devices = [idx.device] if idx.device.type == "cuda" else []
+    params = [p for p in model.parameters() if p.requires_grad]
+    was_training = model.training
+    model.eval()
     try:
-        with torch.random.fork_rng(devices=devices), FlopCounterMode(display=False) as counter:
-            loss_of(replica, idx).backward()
-    except (RuntimeError, ValueError):  # e.g. BatchNorm on a one-sample training set
+        with FlopCounterMode(display=False) as counter:
+            torch.autograd.grad(loss_of(model, idx), params, allow_unused=True)
+    except (RuntimeError, ValueError):
         return None  # a missing count must never stop a run
+    finally:
+        model.train(was_training)
     total = counter.get_total_flops()
     return total / len(idx) if total > 0 else None
 

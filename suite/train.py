@@ -269,11 +269,15 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     torch.manual_seed(spec.seed)
     model = workload.build_model().to(device=device, dtype=dtype)
     digest = dd.check_identical_replicas(model)
-    # Counted on a copy before DDP wraps the model (its hooks must not see the copy's backward).
-    flops = training_flops_per_sample(
-        model,
-        lambda m, idx: forward_loss(m, workload, train_x, train_y, idx, amp),
-        torch.arange(min(2, data.num_train), device=device),
+    # Counted before DDP wraps the model, and only where results are written.
+    flops = (
+        training_flops_per_sample(
+            model,
+            lambda m, idx: forward_loss(m, workload, train_x, train_y, idx, amp),
+            torch.arange(min(2, data.num_train), device=device),
+        )
+        if writer
+        else None
     )
     strategy = sync.build(spec.sync, device, distributed=dd.active())
     net: nn.Module = strategy.wrap(model, spec.bucket_cap_mb)
