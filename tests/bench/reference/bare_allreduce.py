@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 import time
-from pathlib import Path
 
+import local_ranks  # beside this script: both bare loops start their ranks alike
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 
 def worker(rank: int, store: str, args: argparse.Namespace) -> None:
@@ -56,19 +53,11 @@ def worker(rank: int, store: str, args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workers", type=int, default=2)
+    local_ranks.add_arguments(p)
     p.add_argument("--sizes-mib", type=float, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--iters", type=int, default=20)
-    p.add_argument("--threads", type=int, default=None, help="default: cores / workers")
-    args = p.parse_args()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    args.threads = args.threads or max(1, (cores or 1) // args.workers)
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    with tempfile.TemporaryDirectory() as tmp:
-        store = Path(tmp, "store").as_uri()
-        mp.start_processes(worker, args=(store, args), nprocs=args.workers, start_method="spawn")
+    local_ranks.start(worker, p.parse_args())
 
 
 if __name__ == "__main__":

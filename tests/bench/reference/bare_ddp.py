@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
+import local_ranks  # beside this script: both bare loops start their ranks alike
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -134,20 +131,12 @@ def worker(rank: int, store: str, args: argparse.Namespace) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", choices=["mlp", "resnet18"], default="mlp")
-    p.add_argument("--workers", type=int, default=2)
+    local_ranks.add_arguments(p)
     p.add_argument("--batch", type=int, default=32, help="per worker")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--samples", type=int, default=1600)
-    p.add_argument("--threads", type=int, default=None, help="default: cores / workers")
-    args = p.parse_args()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    args.threads = args.threads or max(1, (cores or 1) // args.workers)
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    with tempfile.TemporaryDirectory() as tmp:
-        store = Path(tmp, "store").as_uri()
-        mp.start_processes(worker, args=(store, args), nprocs=args.workers, start_method="spawn")
+    local_ranks.start(worker, p.parse_args())
 
 
 if __name__ == "__main__":
