@@ -44,6 +44,20 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def explore(session: nox.Session) -> None:
+    """Property tests with fresh random examples, many more than CI's fixed ones.
+
+    CI runs them derandomized (tests/conftest.py); a failure found here becomes a plain
+    regression test. `nox -s explore -- --hypothesis-seed=N` replays one exploration.
+    """
+    install_suite(session, "[dev]")
+    session.env["DPSUITE_HYPOTHESIS_PROFILE"] = "explore"
+    session.run(
+        "pytest", "tests/test_properties.py", "tests/test_sharding.py", "-q", *session.posargs
+    )
+
+
+@nox.session
 def stress(session: nox.Session) -> None:
     """Long reliability tests: back-to-back DDP runs, large sweeps (marked slow)."""
     install_suite(session, "[dev,slurm]")

@@ -81,9 +81,31 @@ def is_hydra_override(override: str) -> bool:
 
 def _parse(overrides: list[str]):
     try:
-        return OverridesParser.create().parse_overrides(overrides)
+        parsed = OverridesParser.create().parse_overrides(overrides)
     except HydraException as exc:
         raise UserError(_first_line(exc)) from None
+    for override in parsed:
+        _check_shape(override)
+    return parsed
+
+
+def _check_shape(override) -> None:
+    """Refuse overrides Hydra would accept but dpsuite cannot mean: deleting a key, a list or
+    mapping (or nothing) as a config group's choice."""
+    key = override.key_or_group
+    if key == "hydra" or key.startswith(("hydra.", "hydra/")):
+        return
+    if override.is_delete():
+        raise UserError(f"~{key}: dpsuite's config keys cannot be deleted; set {key}=VALUE instead")
+    if key in GROUPS and not override.is_sweep_override():
+        value = override.value()
+        if not isinstance(value, str):
+            choices = ", ".join(_group_choices(key))
+            shown = override.input_line.split("=", 1)[-1]
+            raise UserError(
+                f"{key}={shown}: {key} takes one name (choose from: {choices}); "
+                f"to run several, sweep them: dpsuite run -m {key}=A,B"
+            )
 
 
 def sweep_points(overrides: list[str], params: dict[str, str] | None = None) -> list[list[str]]:

@@ -314,7 +314,7 @@ def resolve(
     workload_params = {k: v for k, v in container["workload"].items() if k not in REFERENCE_KEYS}
     try:  # the workload checks its own parameters (sizes, paths) before any work
         REGISTRY[w.name](cache_dir=container["cache_dir"], **workload_params)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise UserError(f"workload '{w.name}': {exc}") from None
 
     identity = _identity(container, workers, global_batch)

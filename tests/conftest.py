@@ -10,6 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import settings
+
+# Property tests are deterministic in the default run (CI): the same examples every time, no
+# example database carried between runs. `nox -s explore` runs them with fresh random examples
+# and many more of them; whatever it finds becomes a plain regression test.
+settings.register_profile("ci", max_examples=50, derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", max_examples=2000, derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("DPSUITE_HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["workload.num_samples=2000"]

@@ -48,6 +48,15 @@ CASES = [
     (["workload=tiny_gpt", "workload.heads=3"], "width=128 is not divisible by workload.heads=3"),
     (["workload=cifar_resnet", "workload.data_root=/nonexistent"], "does not hold CIFAR-10"),
     (["workload=tiny_gpt", "workload.text_path=/nonexistent"], "is not a readable file"),
+    # Found by the property test: Hydra's own errors for these were tracebacks.
+    (["workload=[1,2]"], "workload=[1,2]: workload takes one name (choose from: cifar_resnet,"),
+    (["sync=[1]"], "sync=[1]: sync takes one name"),
+    (["lr_rule=[naive,sqrt]"], "to run several, sweep them: dpsuite run -m lr_rule=A,B"),
+    (["workload={a: 1}"], "workload takes one name"),
+    (["lr_rule=null"], "lr_rule takes one name"),
+    (["~workers"], "~workers: dpsuite's config keys cannot be deleted"),
+    (["~lr_rule"], "~lr_rule: dpsuite's config keys cannot be deleted"),
+    (["workload.num_samples=inf"], "workload 'mnist1d_mlp': cannot convert float infinity"),
 ]
 
 

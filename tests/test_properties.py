@@ -65,9 +65,7 @@ VALUES = st.one_of(
 )
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.sampled_from(KEYS), VALUES), max_size=4))
 def test_random_overrides_validate_or_fail_with_one_line(tmp_path, pairs):
     overrides = [f"{k}={v}" for k, v in pairs] + [f"results_dir={tmp_path}"]
@@ -107,9 +105,7 @@ def write_tree(root):
 DAMAGE = st.sampled_from(["truncate", "garbage", "flip"])
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.sampled_from(["run.json", "epochs.csv", "steps.csv"]),
     DAMAGE,

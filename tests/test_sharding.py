@@ -18,7 +18,7 @@ def sampler_batches(n: int, world: int, rank: int, per_worker: int, seed: int, e
     return [idx[k * per_worker : (k + 1) * per_worker] for k in range(steps)]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(
     n=st.integers(1, 300),
     world=st.integers(1, 9),
