@@ -34,7 +34,7 @@ def data_cache(tmp_path_factory) -> Path:
 @pytest.fixture
 def dpsuite(tmp_path):
     """Run `dpsuite ...` in this process (same code path as the console script)."""
-    from suite.cli import main
+    from suite.cli.main import main
 
     def run(*args: str) -> int:
         return main([*args])

@@ -2,9 +2,9 @@
 
 import pytest
 
-from suite import run_spec
+from suite.conf import run_spec
+from suite.conf.compose import compose_config
 from suite.errors import UserError
-from suite.preflight import compose_config
 from tests.conftest import run_subprocess
 
 CASES = [

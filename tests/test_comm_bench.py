@@ -5,8 +5,9 @@ import json
 import pytest
 import torch
 
-from suite import comm_bench, results
+from suite import results
 from suite.errors import UserError
+from suite.measure import comm_bench
 
 
 @pytest.mark.parametrize("n,factor", [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75)])

@@ -5,12 +5,12 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite import distributed as dd
-from suite.calibration import time_without_sync
-from suite.comm_timer import CommTimer, union_length
-from suite.distributed import Ranks
-from suite.precision import Precision
-from suite.timing import StepTimer
+from suite.engine import distributed as dd
+from suite.engine.distributed import Ranks
+from suite.engine.precision import Precision
+from suite.measure.calibration import time_without_sync
+from suite.measure.comm_timer import CommTimer, union_length
+from suite.measure.step_timer import StepTimer
 
 
 def test_union_length_counts_overlap_once():

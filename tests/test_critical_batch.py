@@ -8,8 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from suite.report import critical_batch as cb
-from suite.report.findings import critical_batch_findings
+from suite.analysis.report import critical_batch as cb
+from suite.analysis.report.findings import critical_batch_findings
 
 NAN = math.nan
 

@@ -5,7 +5,9 @@ import pytest
 import torch
 
 from suite import results
-from suite.noise_scale import (
+from suite.engine.precision import Precision
+from suite.engine.train import half_batch_norms, simulated_step
+from suite.measure.noise_scale import (
     NoiseScaleEMA,
     NoiseScaleMeter,
     NoiseScaleSettings,
@@ -13,8 +15,6 @@ from suite.noise_scale import (
     piece_batches,
     unbiased_estimates,
 )
-from suite.precision import Precision
-from suite.train import half_batch_norms, simulated_step
 from tests.conftest import SMALL, only_run, read_params, read_run
 
 

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from suite.predict import (
+from suite.analysis.scaling_model import (
     CommModel,
     ComputeModel,
     ScalingModel,

@@ -7,7 +7,8 @@ import time
 
 from rich.console import Console
 
-from suite import data_memo, progress
+from suite import progress
+from suite.engine import data_memo
 from tests.conftest import REPO
 from workloads import get_workload
 

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from suite import results
+from suite.conf.compose import check_overrides
 from suite.errors import UserError
-from suite.preflight import check_overrides
 
 KEYS = [
     "workers",

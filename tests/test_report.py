@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from suite import results
-from suite.report import build, data, findings
+from suite.analysis.report import build, data, findings
 from tests import report_trees as trees
 from tests.conftest import run_subprocess
 
@@ -510,7 +510,7 @@ def test_no_sync_section_without_strategy_runs(dpsuite, capsys, scaling_tree, tm
 
 
 def test_frontier_keeps_only_points_worth_their_bytes():
-    from suite.report.strategies import frontier
+    from suite.analysis.report.strategies import frontier
 
     points = pd.DataFrame(
         {

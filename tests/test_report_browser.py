@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from suite.report.build import REFERENCE_REPORT, build_report
+from suite.analysis.report.build import REFERENCE_REPORT, build_report
 from tests import report_trees as trees
 from tests.conftest import REPO
 from tests.test_report import html_images, png_size

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from suite import results
-from suite.preflight import plan
+from suite.conf.compose import plan
 from tests.conftest import REPO, read_run
 from workloads.mnist_1d import cache_path, generation_args
 

@@ -7,8 +7,8 @@ import itertools
 from hydra import compose, initialize_config_module
 from omegaconf import open_dict
 
-from suite import run_spec
-from suite.preflight import compose_config
+from suite.conf import run_spec
+from suite.conf.compose import compose_config
 
 
 def resolved(*overrides: str) -> run_spec.RunSpec:

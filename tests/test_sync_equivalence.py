@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from suite.cli import main as dpsuite
+from suite.cli.main import main as dpsuite
 from tests.conftest import SMALL, only_run, read_params, read_run
 
 pytestmark = pytest.mark.multiproc

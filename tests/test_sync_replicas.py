@@ -17,7 +17,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from suite import distributed as dd
+from suite.engine import distributed as dd
 from suite.sync import SyncSpec, build
 
 pytestmark = pytest.mark.multiproc

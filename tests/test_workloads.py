@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import workloads
-from suite.sharding import all_worker_batches, worker_batches
+from suite.engine.sharding import all_worker_batches, worker_batches
 from workloads.mnist_1d import cache_path, generation_args, load_or_generate
 
 

@@ -1,0 +1,1 @@
+"""Configuration: the Hydra YAML presets beside the code that composes and checks them."""

@@ -17,10 +17,10 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from suite.measure.step_timer import sync as device_sync
 from suite.sync.counter import CommCounter
 from suite.sync.hooks import CommHook
 from suite.sync.spec import SyncSpec
-from suite.timing import sync as device_sync
 
 
 def ddp_wrap(model: nn.Module, device: torch.device, bucket_cap_mb: float) -> DDP:

@@ -14,7 +14,7 @@ class StepComm:
     a point-to-point send or receive each). ``ops``: how many such calls. ``blocking_s``: time
     spent in communication the strategy issues outside DDP's hooks and waits for (parameter
     server exchange, model averaging): exposed by construction. (Hooks are timed by
-    `suite.comm_timer`.)
+    `suite.measure.comm_timer`.)
     """
 
     bytes: int = 0

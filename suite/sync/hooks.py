@@ -1,8 +1,8 @@
 """DDP communication hooks as (state, function) pairs that wrappers can wrap before registration.
 
 DDP takes one hook per model, so every strategy hands its hook to the training loop instead of
-registering it: the loop wraps it (`suite.comm_timer` times it) and registers the result. Byte
-counting sits inside each strategy's hook, at the tensor that is actually handed to the
+registering it: the loop wraps it (`suite.measure.comm_timer` times it) and registers the result.
+Byte counting sits inside each strategy's hook, at the tensor that is actually handed to the
 collective.
 """
 

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from suite import distributed as dd
+from suite.engine import distributed as dd
 from suite.sync.base import SyncStrategy
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import workloads
-from suite.precision import Precision
-from suite.train import ddp_step
+from suite.engine.precision import Precision
+from suite.engine.train import ddp_step
 
 # workload -> (parameters, batch): the default models, small datasets (size does not matter here)
 CASES = {

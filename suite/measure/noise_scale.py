@@ -195,7 +195,7 @@ class NoiseScaleMeter:
         big = torch.stack([b for _, b in self._pending]).double().tolist()
         self._pending.clear()
         if self.method == "ranks":
-            from suite import distributed as dd
+            from suite.engine import distributed as dd
 
             small = [s / self.world_size for s in dd.all_reduce_sum(small, self.device)]
         for s, b in zip(small, big, strict=True):

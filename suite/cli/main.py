@@ -35,7 +35,11 @@ EXIT_BAD_INPUT = 2
 def _run(args: list[str]) -> int:
     import shlex
 
-    from suite import hydra_app, preflight, progress, results_lock, sweep
+    from suite import progress
+    from suite.conf import compose as preflight
+    from suite.results import lock as results_lock
+    from suite.sweep import hydra_app
+    from suite.sweep import runner as sweep
 
     multirun = any(a in MULTIRUN_FLAGS for a in args)
     if any(a.startswith("-") and a not in MULTIRUN_FLAGS for a in args):
@@ -56,7 +60,7 @@ def _run(args: list[str]) -> int:
 
 
 def _sweep(args: list[str]) -> int:
-    from suite import sweep
+    from suite.sweep import runner as sweep
 
     if not args or args[0].startswith("-"):
         names = ", ".join(sweep.preset_names())
@@ -69,7 +73,8 @@ def _predict(args: list[str]) -> int:
 
     import pandas as pd
 
-    from suite import predict, results
+    from suite import results
+    from suite.analysis import scaling_model as predict
 
     parser = ArgParser(
         prog="dpsuite predict",
@@ -124,8 +129,8 @@ def _predict(args: list[str]) -> int:
 
 
 def _comm_bench(args: list[str]) -> int:
-    from suite import comm_bench
-    from suite.distributed import ranks_from_env
+    from suite.engine.distributed import ranks_from_env
+    from suite.measure import comm_bench
 
     p = ArgParser(
         prog="dpsuite comm-bench",
@@ -165,7 +170,7 @@ def _comm_bench(args: list[str]) -> int:
 
 
 def _demo(args: list[str]) -> int:
-    from suite.demo import run_demo
+    from suite.sweep.demo import run_demo
 
     return run_demo(args)
 
@@ -188,7 +193,7 @@ def _report(args: list[str]) -> int:
     parser.add_argument("results_dir", help="a results directory (any depth of run folders)")
     parser.add_argument("--out", help="output directory (default: reports/<name of RESULTS_DIR>)")
     ns = parser.parse_args(args)
-    from suite.report.build import build_report
+    from suite.analysis.report.build import build_report
 
     _print_written(build_report(ns.results_dir, ns.out))
     return 0
@@ -199,7 +204,7 @@ def _compare(args: list[str]) -> int:
     parser.add_argument("dirs", nargs="+", metavar="DIR", help="results directories")
     parser.add_argument("--out", help="output directory (default: reports/compare-A-vs-B)")
     ns = parser.parse_args(args)
-    from suite.report.compare import build_compare
+    from suite.analysis.report.compare import build_compare
 
     _print_written(build_compare(ns.dirs, ns.out))
     return 0

@@ -152,7 +152,7 @@ class Plan:
 
 def plan(overrides: list[str], multirun: bool) -> Plan:
     """Compose and resolve every run the command would start (raises UserError on bad input)."""
-    from suite.distributed import ranks_from_env
+    from suite.engine.distributed import ranks_from_env
 
     overrides = list(overrides)
     base = [o for o in overrides if not _is_sweep(o)]
@@ -218,7 +218,7 @@ def _reject_composite_preset(cfg: DictConfig) -> None:
 
 
 def _resolve_point(cfg: DictConfig, shape: LauncherShape, ranks):
-    from suite.run_spec import resolve
+    from suite.conf.run_spec import resolve
 
     if ranks is not None:  # under torchrun/srun: the ranks exist already
         return resolve(cfg, world_size=ranks.world_size, local_world_size=ranks.local_world_size)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.report import critical_batch as cb
-from suite.report import data
-from suite.report.plots import approx, human_bytes
+from suite.analysis.report import critical_batch as cb
+from suite.analysis.report import data
+from suite.analysis.report.plots import approx, human_bytes
 
 EFFICIENCY_THRESHOLD = 0.80  # "scales well" when throughput is at least 80 % of ideal
 SUPERLINEAR = 1.10  # efficiency above this points at a slow baseline, not at magic

@@ -4,13 +4,13 @@
 ``suite/conf/sweep/NAME.yaml`` sets values and a grid (``hydra.sweeper.params``), Hydra's sweeper
 and launcher run the jobs. Around that, this module
 
-* checks every point before any work starts (``suite.preflight``);
+* checks every point before any work starts (``suite.conf.compose``);
 * writes ``RESULTS_DIR/sweep.json`` (atomically): preset, overrides, run ids, start and end,
   the status of every run and counts by status, updated as runs finish;
-* resumes for free: run ids are stable, complete runs are skipped by ``suite.launch`` and
+* resumes for free: run ids are stable, complete runs are skipped by ``suite.engine.launch`` and
   everything else (failed, killed half-way, never started) runs again;
 * prints one summary line at the end: complete / diverged / failed / skipped;
-* holds the lock of every results directory it writes (``suite.results_lock``), so that a
+* holds the lock of every results directory it writes (``suite.results.lock``), so that a
   second sweep on the same directory is refused instead of racing this one.
 
 A preset with ``parts`` (``demo``) runs other presets in turn, into ``RESULTS_DIR/<part>/``.
@@ -29,10 +29,13 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from suite import hydra_app, preflight, progress, results_lock
-from suite.distributed import ranks_from_env
+from suite import progress
+from suite.conf import compose as preflight
+from suite.engine.distributed import ranks_from_env
 from suite.errors import ResultsWriteError, UserError
+from suite.results import lock as results_lock
 from suite.results import now_iso, read_status, write_json_atomic
+from suite.sweep import hydra_app
 
 MANIFEST = "sweep.json"
 MANIFEST_SCHEMA = 1

@@ -62,6 +62,7 @@ def make_run_id(summary: Mapping[str, Any], identity: Mapping[str, Any]) -> str:
         f"{summary['workload']}-{summary['mode']}-w{summary['workers']}"
         f"-b{summary['global_batch']}-{summary['lr_rule']}-s{summary['seed']}"
         + ("" if sync == "allreduce" else f"-{sync}")
+        + (f"-r{summary['repeat']}" if summary.get("repeat") else "")
         + f"-{config_hash(identity)}"
     )
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite import results, sweep
+from suite import results
+from suite.sweep import runner as sweep
 
 DEMO_PRESET = "demo"
 REPORTS_DIR = Path("reports")
@@ -24,7 +25,7 @@ def run_demo(extra: list[str]) -> int:
     results_dir = Path(sweep.composite_results_dir(DEMO_PRESET, extra))
     print()
     print(summary_tables(results_dir))
-    from suite.report.build import build_report
+    from suite.analysis.report.build import build_report
 
     written = build_report(results_dir, REPORTS_DIR / results_dir.name)
     for warning in written.warnings:

@@ -15,22 +15,23 @@ import numpy as np
 import torch
 from torch import nn
 
-from suite import data_memo, progress, sync
-from suite import distributed as dd
-from suite.calibration import time_without_sync
-from suite.comm_timer import CommStep, CommTimer
-from suite.distributed import Ranks
-from suite.flops import training_flops_per_sample, utilization
-from suite.lars import LARS, lars_param_groups
-from suite.lr_rules import LRPlan
-from suite.noise_scale import NoiseScaleMeter, choose_method, piece_batches, squared_norm
-from suite.precision import Precision
+from suite import progress, sync
+from suite.conf.run_spec import RunSpec
+from suite.engine import data_memo
+from suite.engine import distributed as dd
+from suite.engine.distributed import Ranks
+from suite.engine.lars import LARS, lars_param_groups
+from suite.engine.lr_rules import LRPlan
+from suite.engine.precision import Precision
+from suite.engine.sharding import all_worker_batches, steps_per_epoch, worker_batches
+from suite.measure.calibration import time_without_sync
+from suite.measure.comm_timer import CommStep, CommTimer
+from suite.measure.flops import training_flops_per_sample, utilization
+from suite.measure.noise_scale import NoiseScaleMeter, choose_method, piece_batches, squared_norm
+from suite.measure.step_timer import StepTimer, median, percentile, sample_indices, windowed
 from suite.results import RunWriter
-from suite.run_spec import RunSpec
-from suite.sharding import all_worker_batches, steps_per_epoch, worker_batches
 from suite.sync.counter import CommCounter
 from suite.sync.measure import sync_metrics
-from suite.timing import StepTimer, median, percentile, sample_indices, windowed
 
 
 class LossTracker:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite import predict
+from suite.analysis import scaling_model as predict
+from suite.analysis.report import critical_batch as cb
+from suite.analysis.report import data, findings, plots, render, strategies
 from suite.errors import UserError
-from suite.report import critical_batch as cb
-from suite.report import data, findings, plots, render, strategies
 
 # Every PNG a report can write starts with one of these; older ones are removed on regeneration.
 PLOT_NAMES = (

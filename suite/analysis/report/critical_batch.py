@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from suite.report import data
+from suite.analysis.report import data
 
 KNEE_FACTOR = 2.0  # "left perfect scaling": more than 2x the perfect-scaling steps
 REFERENCE_RULE = "linear_warmup"  # the rule whose noise scale is plotted and predicted from

@@ -7,13 +7,14 @@ import sys
 
 import torch
 
-from suite import data_memo, progress
-from suite import distributed as dd
-from suite.distributed import Ranks
+from suite import progress
+from suite.conf.run_spec import RunSpec, usable_cores
+from suite.engine import data_memo
+from suite.engine import distributed as dd
+from suite.engine.distributed import Ranks
 from suite.errors import ResultsWriteError
-from suite.fingerprint import fingerprint
+from suite.measure.fingerprint import fingerprint
 from suite.results import RunWriter, read_json, read_status
-from suite.run_spec import RunSpec, usable_cores
 
 SKIPPED = "skipped"
 
@@ -75,7 +76,7 @@ def run_rank(
     spec: RunSpec, ranks: Ranks, init_method: str | None, device: torch.device | None = None
 ) -> str:
     """One rank's whole life: group, training, final status, clean teardown."""
-    from suite.train import train
+    from suite.engine.train import train
 
     device = device or dd.device_for(spec.device, ranks.local_rank)
     if init_method is not None:

@@ -11,10 +11,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from suite import lr_rules
+from suite.engine import lr_rules
+from suite.engine.precision import PRECISIONS, unsupported
 from suite.errors import UserError
-from suite.noise_scale import NoiseScaleSettings
-from suite.precision import PRECISIONS, unsupported
+from suite.measure.noise_scale import NoiseScaleSettings
 from suite.sync.spec import SyncSpec
 from suite.sync.spec import parse as parse_sync
 
@@ -61,6 +61,7 @@ class RunSpec:
     power: float
     trust_coefficient: float
     seed: int
+    repeat: int
     precision: str
     device: str
     backend: str
@@ -107,6 +108,7 @@ class RunSpec:
             "warmup_epochs",
             "epochs",
             "seed",
+            "repeat",
             "precision",
             "threads_per_worker",
             "target_acc",
@@ -325,6 +327,7 @@ def resolve(
         "global_batch": global_batch,
         "lr_rule": rule,
         "seed": cfg.seed,
+        "repeat": cfg.repeat,
         "sync": sync.name,
     }
     from suite.results import make_run_id
@@ -352,6 +355,7 @@ def resolve(
         power=_number(cfg.schedule.power, "schedule.power"),
         trust_coefficient=_trust_coefficient(cfg),
         seed=_positive_int(cfg.seed, "seed", 0),
+        repeat=_positive_int(cfg.repeat, "repeat", 0),
         precision=cfg.precision,
         device=device,
         backend=backend,

@@ -10,7 +10,7 @@ from hydra.core.utils import JobReturn
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from suite.distributed import ranks_from_env
+from suite.engine.distributed import ranks_from_env
 from suite.errors import CommandAborted, ResultsWriteError, UserError
 
 # Statuses of the jobs run by this process, for the CLI's exit code and summary.
@@ -36,8 +36,8 @@ def run_job(cfg: DictConfig) -> str:
 
 def _run_job(cfg: DictConfig) -> str:
     from suite import progress
-    from suite.launch import launch
-    from suite.run_spec import resolve
+    from suite.conf.run_spec import resolve
+    from suite.engine.launch import launch
 
     ranks = ranks_from_env()
     try:
@@ -78,7 +78,7 @@ class ReleaseJobConfig(Callback):
         job_return.hydra_cfg = None
 
 
-@hydra.main(config_path="conf", config_name="config", version_base=None)
+@hydra.main(config_path="pkg://suite.conf", config_name="config", version_base=None)
 def hydra_main(cfg: DictConfig) -> str:
     return run_job(cfg)
 

@@ -27,13 +27,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from suite import distributed as dd
-from suite.distributed import Ranks
+from suite.conf.run_spec import check_writable, resolve_backend, usable_cores
+from suite.engine import distributed as dd
+from suite.engine.distributed import Ranks
 from suite.errors import UserError
-from suite.fingerprint import fingerprint
+from suite.measure.fingerprint import fingerprint
+from suite.measure.step_timer import sync
 from suite.results import COMM_BENCH_JSON, now_iso, read_json, write_comm_bench
-from suite.run_spec import check_writable, resolve_backend, usable_cores
-from suite.timing import sync
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # Relative tolerance of the correctness check (exact sums are expected; this absorbs rounding

@@ -1,7 +1,7 @@
 """Synchronization strategies side by side: their table, plots and findings.
 
-Reads the run frame of `suite.report.data` only. A comparison group is the complete DDP runs of
-one machine, workload, per-worker batch, precision, LR rule and training budget; it is shown
+Reads the run frame of `suite.analysis.report.data` only. A comparison group is the complete DDP
+runs of one machine, workload, per-worker batch, precision, LR rule and training budget; it is shown
 when it holds a run of a strategy other than all-reduce.
 """
 
@@ -14,8 +14,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from suite.report import data
-from suite.report.plots import log2_axis, plain_log_axis, series_color, styled
+from suite.analysis.report import data
+from suite.analysis.report.plots import log2_axis, plain_log_axis, series_color, styled
 
 REFERENCE = "allreduce"
 ORDER = ("allreduce", "param_server", "local_sgd", "fp16", "bf16", "powersgd")

@@ -20,8 +20,8 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite.precision import Precision
-from suite.timing import StepTimer
+from suite.engine.precision import Precision
+from suite.measure.step_timer import StepTimer
 
 
 @contextlib.contextmanager

@@ -10,9 +10,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite.analysis.report import data, findings, plots, render
+from suite.analysis.report.build import (
+    FigureWriter,
+    Written,
+    display_path,
+    machines_lines,
+    prepare_out,
+)
 from suite.errors import UserError
-from suite.report import data, findings, plots, render
-from suite.report.build import FigureWriter, Written, display_path, machines_lines, prepare_out
 
 # Runs match across machines when these agree (throughput does not depend on the seed).
 CONFIG_KEY = [

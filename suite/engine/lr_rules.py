@@ -9,7 +9,7 @@ the global batch ``B``; the schedule then shapes the LR over training:
                      ``warmup_epochs`` (Goyal et al. 2017, "gradual warmup");
 * ``sqrt``           ``base_lr * sqrt(B / base_batch)``;
 * ``lars``           ``base_lr * sqrt(B / base_batch)`` with warmup, for the LARS optimizer
-                     (``suite.lars``), which further scales the LR per layer by a trust ratio
+                     (``suite.engine.lars``), which further scales the LR per layer by a trust ratio
                      (You et al. 2017). The trust ratio already sets each layer's step relative
                      to its weights; linear scaling of the global LR on top of it diverged on
                      MNIST-1D at batch 1024, so the global LR grows with the square root.

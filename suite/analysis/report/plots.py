@@ -1,4 +1,4 @@
-"""One function per plot. Each takes tables from `suite.report.data` and returns a Figure.
+"""One function per plot. Each takes tables from `suite.analysis.report.data` and returns a Figure.
 
 Figures are built with matplotlib's object API on the Agg backend (no display, no global pyplot
 state) and share one style: labelled axes with units, log2 axes for workers and batch sizes, and
@@ -24,8 +24,8 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from suite.report import critical_batch as cb  # noqa: E402
-from suite.report import data  # noqa: E402
+from suite.analysis.report import critical_batch as cb  # noqa: E402
+from suite.analysis.report import data  # noqa: E402
 
 DPI = 110
 STYLE = {

@@ -1,0 +1,1 @@
+"""Many runs: Hydra multiruns with a manifest, resume and a summary, and the demo."""
