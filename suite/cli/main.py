@@ -25,7 +25,10 @@ commands:
   sweep NAME [OVERRIDES...] a sweep preset from suite/conf/sweep/NAME.yaml (scaling, convergence,
                             demo, ...); rerunning it resumes: complete runs are skipped
   demo                      a small scaling + convergence sweep on this machine, then its report
-  predict [RESULTS_DIR]     fit the scaling model and predict up to thousands of workers
+  predict [RESULTS_DIR] [--profile NAME]
+                            the scaling model: fitted to a results tree and validated, or a
+                            workload planned on a hardware profile (dgx-h100, dgx1-v100, ...);
+                            predictions up to thousands of workers across nodes
   --help                    this text; `dpsuite run --help` shows the config and its groups
 """
 MULTIRUN_FLAGS = ("-m", "--multirun")
