@@ -179,3 +179,13 @@ def test_bad_input_is_one_line_and_exit_2(dpsuite, tmp_path, capsys, args, messa
     assert dpsuite(*(a.format(tmp=tmp_path) for a in args)) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("dpsuite: error: ") and message in err[0]
+
+
+def test_runs_of_other_sync_strategies_are_left_out_of_the_fit(dpsuite, tmp_path):
+    root, out = tmp_path / "res", tmp_path / "pred"
+    write_runs(root)
+    write_bench(root)
+    # PowerSGD sends far fewer bytes: its 10x faster steps are not what the model describes.
+    trees.write_run(root, workers=2, samples_per_s=1e6, sync="powersgd")
+    assert dpsuite("predict", str(root), "--out", str(out)) == 0
+    assert pd.read_csv(out / "validation.csv")["error_pct"].abs().max() < 1e-6

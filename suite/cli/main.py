@@ -119,7 +119,12 @@ def _predict(args: list[str]) -> int:
     if a.workload or a.params is not None:
         if profile is None:
             raise UserError("--workload and --params plan on a hardware profile: give --profile")
-        fits = [plan.plan_fit(profile, _planned_workload(a), **_plan_options(a))]
+        if a.workload and a.results_dir is None:
+            raise UserError(f"--workload {a.workload}: give the RESULTS_DIR whose runs counted it")
+        runs = results.load(a.results_dir) if a.workload else None
+        planned = plan.workload(runs, a.workload, a.params, a.flops_per_sample)
+        options = {k: getattr(a, k) for k in ("precision", "tflops", "mfu", "bucket_mb")}
+        fits = [plan.plan_fit(profile, planned, samples_per_s=a.samples_per_s, **options)]
     elif a.results_dir is None:
         raise UserError("give a results directory, or --profile with --workload or --params")
     else:
@@ -138,28 +143,6 @@ def _predict(args: list[str]) -> int:
         output.write_fits(fits, a.out, a.batch, workers)
         print(f"wrote {a.out}/predictions.csv, validation.csv, models.csv")
     return 0
-
-
-def _planned_workload(a: argparse.Namespace):
-    """The workload to plan: counted by its runs in RESULTS_DIR, or given by hand."""
-    from suite import results
-    from suite.analysis.scaling import plan
-
-    if a.workload is None:
-        return plan.Workload("by hand", a.params, a.flops_per_sample)
-    if a.results_dir is None:
-        raise UserError(f"--workload {a.workload}: give the RESULTS_DIR whose runs counted it")
-    counted = plan.counted_workload(results.load(a.results_dir), a.workload)
-    return plan.Workload(
-        counted.name,
-        a.params if a.params is not None else counted.params,
-        a.flops_per_sample if a.flops_per_sample is not None else counted.flops_per_sample,
-    )
-
-
-def _plan_options(a: argparse.Namespace) -> dict:
-    keys = ("samples_per_s", "precision", "tflops", "mfu", "bucket_mb")
-    return {k: getattr(a, k) for k in keys}
 
 
 def _comm_bench(args: list[str]) -> int:

@@ -68,8 +68,12 @@ def fit_inter_link(rows: pd.DataFrame, intra: Link) -> Link:
 def fit_topology(bench: pd.DataFrame, profile: Topology | None = None) -> Topology:
     """The links this machine's comm-bench measured; the profile's (if any) for the rest."""
     rows = _usable(bench) if not bench.empty else bench
-    spans = rows["world_size"] > _ranks_per_host(rows) if not rows.empty else pd.Series()
-    multi, single = (rows[spans], rows[~spans]) if not rows.empty else (rows, rows)
+    if rows.empty:
+        if profile is None:
+            raise ValueError("no error-free multi-rank comm-bench rows to fit the links to")
+        return profile
+    spans = rows["world_size"] > _ranks_per_host(rows)
+    multi, single = rows[spans], rows[~spans]
     if single.empty and profile is None:
         raise ValueError("no error-free single-node comm-bench rows to fit the intra-node link")
     intra = fit_intra_link(single) if not single.empty else profile.intra
@@ -101,7 +105,7 @@ def fit_from_results(
     ddp = _allreduce_runs(runs)
     params = float(ddp["num_params"].dropna().iloc[0])
     precision = str(ddp["precision"].dropna().iloc[0]) if "precision" in ddp else "fp32"
-    bucket_mb = ddp["bucket_cap_mb"].dropna() if "bucket_cap_mb" in ddp else pd.Series()
+    bucket_mb = ddp["bucket_cap_mb"].dropna() if "bucket_cap_mb" in ddp else pd.Series(dtype=float)
     timed = ddp[ddp["step_time_s"].notna() & ~_oversubscribed(ddp)]
     return ScalingModel(
         topology=fit_topology(bench, profile),

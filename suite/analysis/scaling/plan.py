@@ -42,6 +42,20 @@ def counted_workload(runs: pd.DataFrame, name: str) -> Workload:
     return Workload(name, float(params.iloc[0]), float(flops.median()) if len(flops) else None)
 
 
+def workload(
+    runs: pd.DataFrame | None, name: str | None, params: float | None, flops: float | None
+) -> Workload:
+    """Given by hand, or counted by the named workload's runs; numbers given by hand win."""
+    if name is None or runs is None:
+        return Workload("by hand", params or 0.0, flops)
+    counted = counted_workload(runs, name)
+    return Workload(
+        name,
+        params if params is not None else counted.params,
+        flops if flops is not None else counted.flops_per_sample,
+    )
+
+
 def _flops(workload: Workload) -> float:
     if workload.flops_per_sample is None:
         raise UserError(
