@@ -184,9 +184,9 @@ def model_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Rep
     curves, validation = [], []
     machines = len({fit.hardware for fit in fits})
     for fit in fits:
-        for batch in sorted(
-            fit.validation.get("per_worker_batch", pd.Series(dtype=float)).unique()
-        ):
+        if fit.validation.empty:
+            continue
+        for batch in sorted(fit.validation["per_worker_batch"].unique()):
             label = f"{fit.workload}, b={batch}" + (f" ({fit.hardware})" if machines > 1 else "")
             curves.append(
                 fit.model.predict(scaling.DEFAULT_WORKERS, int(batch)).assign(series=label)

@@ -45,10 +45,10 @@ def counted_workload(runs: pd.DataFrame, name: str) -> Workload:
 def workload(
     runs: pd.DataFrame | None, name: str | None, params: float | None, flops: float | None
 ) -> Workload:
-    """Given by hand, or counted by the named workload's runs; numbers given by hand win."""
-    if name is None or runs is None:
+    """Given by hand, or counted by the named workload's ``runs``; numbers given by hand win."""
+    if name is None:
         return Workload("by hand", params or 0.0, flops)
-    counted = counted_workload(runs, name)
+    counted = counted_workload(runs if runs is not None else pd.DataFrame(), name)
     return Workload(
         name,
         params if params is not None else counted.params,
