@@ -122,7 +122,7 @@ def _predict(args: list[str]) -> int:
         if a.workload and a.results_dir is None:
             raise UserError(f"--workload {a.workload}: give the RESULTS_DIR whose runs counted it")
         runs = results.load(a.results_dir) if a.workload else None
-        planned = plan.workload(runs, a.workload, a.params, a.flops_per_sample)
+        planned = plan.resolve_workload(runs, a.workload, a.params, a.flops_per_sample)
         options = {k: getattr(a, k) for k in ("precision", "tflops", "mfu", "bucket_mb")}
         fits = [plan.plan_fit(profile, planned, samples_per_s=a.samples_per_s, **options)]
     elif a.results_dir is None:

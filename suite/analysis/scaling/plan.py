@@ -42,7 +42,7 @@ def counted_workload(runs: pd.DataFrame, name: str) -> Workload:
     return Workload(name, float(params.iloc[0]), float(flops.median()) if len(flops) else None)
 
 
-def workload(
+def resolve_workload(
     runs: pd.DataFrame | None, name: str | None, params: float | None, flops: float | None
 ) -> Workload:
     """Given by hand, or counted by the named workload's ``runs``; numbers given by hand win."""
