@@ -1,136 +1,191 @@
-"""The scaling model recovers known parameters and predicts what it was fitted on."""
+"""`dpsuite predict`: fitted to a results tree and validated, planned on a profile, bad input."""
 
 import pandas as pd
 import pytest
 
-from suite.analysis.scaling_model import (
-    CommModel,
-    ComputeModel,
-    ScalingModel,
-    fit_comm_model,
-    fit_compute_model,
-    from_profile,
-    overlap_fraction,
-    validate,
+from suite import results
+from suite.analysis.scaling import collectives
+from suite.analysis.scaling.compute import ComputeModel
+from suite.analysis.scaling.model import MIB, ScalingModel
+from suite.analysis.scaling.topology import Link, Topology
+from tests import report_trees as trees
+
+LINK = Link(20e-6, 1.2e9)  # 20 us per hop, 1.2 GB/s
+PARAMS = 11_000_000  # two 25 MiB buckets of fp32 gradients
+TRUTH = ScalingModel(
+    Topology(LINK), ComputeModel(0.001, 2e-5), grad_bytes=4 * PARAMS, bucket_bytes=25 * MIB
 )
 
-ALPHA, BETA = 20e-6, 1 / 1.2e9  # 20 us per hop, 1.2 GB/s
 
-
-def bench_frame(n: int = 2) -> pd.DataFrame:
-    truth = CommModel(ALPHA, BETA)
+def write_bench(root, world: int = 2) -> None:
     sizes = [2**k for k in range(10, 29, 2)]
-    return pd.DataFrame(
-        {
-            "size_bytes": sizes,
-            "world_size": n,
-            "errors": 0,
-            "time_us": [1e6 * truth.allreduce_s(s, n) for s in sizes],
-        }
-    )
-
-
-def test_alpha_beta_recovered_from_comm_bench():
-    fit = fit_comm_model(bench_frame(4))
-    assert fit.alpha_s == pytest.approx(ALPHA, rel=1e-6)
-    assert fit.beta_s_per_byte == pytest.approx(BETA, rel=1e-6)
-
-
-def test_comm_fit_ignores_rows_with_errors():
-    frame = bench_frame()
-    frame.loc[0, ["time_us", "errors"]] = [1e9, 3]
-    assert fit_comm_model(frame).alpha_s == pytest.approx(ALPHA, rel=1e-6)
-
-
-def test_compute_model_is_linear_in_batch():
-    single = pd.DataFrame({"per_worker_batch": [32, 64, 128], "step_time_s": [0.002, 0.003, 0.005]})
-    m = fit_compute_model(single)
-    assert m.fixed_s == pytest.approx(0.001) and m.per_sample_s == pytest.approx(3.125e-5)
-
-
-def test_overlap_from_comm_and_exposed_times():
-    runs = pd.DataFrame(
-        {
-            "workers": [1, 2, 4],
-            "comm_time_s": [None, 0.004, 0.008],
-            "exposed_comm_s": [None, 0.001, 0.004],
-        }
-    )
-    assert overlap_fraction(runs) == pytest.approx((0.75 + 0.5) / 2)
-
-
-def test_prediction_matches_runs_generated_by_the_model():
-    model = ScalingModel(
-        CommModel(ALPHA, BETA),
-        ComputeModel(0.001, 2e-5),
-        overlap=0.3,
-        grad_bytes=4 * 11e6,
-        bucket_bytes=25 * 2**20,
-        measured_workers=(1, 2),
-    )
-    runs = pd.DataFrame(
-        [
+    rows = []
+    for size in sizes:
+        t = collectives.ring_s(TRUTH.topology, size, world)
+        rows.append(
             {
-                "mode": "ddp",
-                "workers": n,
-                "per_worker_batch": 32,
-                "step_time_s": model.step_s(n, 32),
+                "size_bytes": size,
+                "count": size // 4,
+                "dtype": "fp32",
+                "time_us": 1e6 * t,
+                "algbw_GBps": size / t / 1e9,
+                "busbw_GBps": size / t / 1e9 * 2 * (world - 1) / world,
+                "errors": 0,
             }
-            for n in (1, 2)
-        ]
-    )
-    table = validate(model, runs)
-    assert table["error_pct"].abs().max() < 1e-9
-    pred = model.predict([1, 2, 8, 4096], 32).set_index("workers")
-    assert pred.loc[1, "efficiency"] == pytest.approx(1.0)
-    assert pred.loc[4096, "efficiency"] < pred.loc[8, "efficiency"] < 1
-    assert not pred.loc[2, "extrapolated"] and pred.loc[8, "extrapolated"]
-    # 2 buckets of 25 MiB for 44 MB of gradients: two latency terms
-    expected = 0.001 + 2e-5 * 32 + 0.7 * (2 * 2 * 8 * ALPHA + 2 * 8 / 9 * 44e6 * BETA)
-    assert model.step_s(9, 32) == pytest.approx(expected)
+        )
+    meta = {
+        "bench_id": f"bench-w{world}",
+        "world_size": world,
+        "backend": "gloo",
+        "hardware": {**trees.hardware("box-a", "box-a"), "workers_per_host": world},
+    }
+    results.write_comm_bench(root / "comm_bench" / f"bench-w{world}", meta, rows)
 
 
-def test_hand_profile_bandwidth_bound_at_scale():
-    # ResNet-50-sized model on 400 Gb/s links: at 512 ranks the ring term approaches 2*S/bw.
-    m = from_profile(
-        params=25.6e6, flops_per_sample=None, tflops=989, mfu=0.4, link_gbps=400, latency_us=5
-    )
-    step = m.step_s(512, 256)
-    compute = 6 * 25.6e6 * 256 / (989e12 * 0.4)
-    ring = 2 * 511 / 512 * 25.6e6 * 4 * 8 / 400e9 + 2 * 511 * 5e-6 * 4
-    assert step == pytest.approx(compute + ring, rel=1e-9)
+def write_runs(root, flops_per_sample: float | None = None) -> None:
+    """Runs at 1 and 2 workers whose step times are the true model's."""
+    for workers in (1, 2):
+        step = TRUTH.step_s(workers, trees.PER_WORKER)
+        run = trees.write_run(
+            root, workers=workers, samples_per_s=workers * trees.PER_WORKER / step
+        )
+        rec = results.read_json(run / "run.json")
+        rec.update(num_params=PARAMS, bucket_cap_mb=25.0)
+        if flops_per_sample:
+            rec["metrics"]["flops_per_sample"] = flops_per_sample
+        results.write_json_atomic(run / "run.json", rec)
 
 
-def test_cli_profile_and_bad_input(dpsuite, tmp_path, capsys):
+def test_fitted_to_runs_the_model_predicts_what_it_was_fitted_on(dpsuite, tmp_path, capsys):
+    root, out = tmp_path / "res", tmp_path / "pred"
+    write_runs(root)
+    write_bench(root)
+    assert dpsuite("predict", str(root), "--max-workers", "64", "--out", str(out)) == 0
+    text = capsys.readouterr().out
+    assert "validated up to 2 workers" in text and "between nodes not known" in text
+    validation = pd.read_csv(out / "validation.csv")
+    assert validation["error_pct"].abs().max() < 1e-6
+    pred = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert list(pred.index) == [1, 2, 4, 8, 16, 32, 64]
+    assert not pred.loc[2, "extrapolated"] and pred.loc[4, "extrapolated"]
+    assert (pred["nodes"] == 1).all()  # no network measured: one node of any size
+    model = pd.read_csv(out / "models.csv").iloc[0]
+    assert model["intra_latency_us"] == pytest.approx(20, rel=1e-6)
+    assert model["bucket_bytes"] == 25 * MIB and model["grad_bytes"] == 4 * PARAMS
+
+
+def test_a_profile_gives_the_network_a_one_node_measurement_lacks(dpsuite, tmp_path, capsys):
+    root, out = tmp_path / "res", tmp_path / "pred"
+    write_runs(root)
+    write_bench(root)
+    code = dpsuite("predict", str(root), "--profile", "dgx1-v100", "--out", str(out))
+    assert code == 0
+    pred = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert pred.loc[16, "nodes"] == 2 and pred.loc[4096, "nodes"] == 512
+    model = pd.read_csv(out / "models.csv").iloc[0]
+    assert model["intra_latency_us"] == pytest.approx(20, rel=1e-6)  # measured, not the profile
+    assert model["inter_bandwidth_GBps"] == pytest.approx(50)  # the profile's 4 x 100 Gb/s
+
+
+def test_planning_a_workload_counted_by_its_runs_on_a_profile(dpsuite, tmp_path, capsys):
+    root, out = tmp_path / "res", tmp_path / "pred"
+    write_runs(root, flops_per_sample=3e6)
+    code = dpsuite(
+        "predict", str(root), "--profile", "dgx-h100", "--workload", "mnist1d_mlp",
+        "--batch", "64", "--mfu", "0.5", "--out", str(out),
+    )  # fmt: skip
+    assert code == 0
+    assert "nothing measured to validate it" in capsys.readouterr().out
+    pred = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert pred.loc[1, "compute_s"] == pytest.approx(64 * 3e6 / (989e12 * 0.5))  # bf16 peak
+    assert pred.loc[16, "nodes"] == 2 and pred.loc[2:, "extrapolated"].all()
+    assert pred.loc[4096, "algorithm"] in ("tree", "hierarchical")
+
+
+def test_planning_from_a_single_gpu_throughput(dpsuite, tmp_path):
     out = tmp_path / "pred"
     code = dpsuite(
-        "predict",
-        "--params",
-        "25.6e6",
-        "--flops-per-sample",
-        "12e9",
-        "--tflops",
-        "989",
-        "--link-gbps",
-        "400",
-        "--batch",
-        "256",
-        "--max-workers",
-        "512",
-        "--out",
-        str(out),
-    )
+        "predict", "--profile", "horovod-pascal-25gbe", "--params", "138.4e6",
+        "--samples-per-s", "154", "--batch", "64", "--bucket-mb", "64", "--out", str(out),
+    )  # fmt: skip
     assert code == 0
-    pred = pd.read_csv(out / "predictions.csv")
-    assert list(pred["workers"]) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
-    assert pred["samples_per_s"].is_monotonic_increasing
-    assert "efficiency" in capsys.readouterr().out
+    pred = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert pred.loc[1, "step_time_s"] == pytest.approx(64 / 154)
+    assert 0.7 < pred.loc[128, "efficiency"] < 0.85  # VGG-16 on 25 Gbit/s: network-bound
 
-    assert dpsuite("predict", str(tmp_path / "missing")) == 2
-    assert "results directory not found" in capsys.readouterr().err
-    assert dpsuite("predict") == 2
-    assert "--params, --tflops and --link-gbps" in capsys.readouterr().err
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    assert dpsuite("predict", str(empty)) == 2
-    assert "nothing to fit" in capsys.readouterr().err
+
+def test_flops_per_sample_is_never_guessed(dpsuite, tmp_path, capsys):
+    root = tmp_path / "res"
+    write_runs(root)  # runs without a FLOP count
+    assert dpsuite("predict", "--profile", "dgx-h100", "--params", "25e6") == 2
+    assert "FLOPs per sample unknown" in capsys.readouterr().err
+    args = ("predict", str(root), "--profile", "dgx-h100", "--workload", "mnist1d_mlp")
+    assert dpsuite(*args) == 2
+    err = capsys.readouterr().err
+    assert "FLOPs per sample unknown (mnist1d_mlp)" in err and "6 x parameters" in err
+    assert dpsuite(*args, "--flops-per-sample", "3e6") == 0
+
+
+def test_published_table(dpsuite, capsys):
+    assert dpsuite("predict", "--published") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("| result | hardware | GPUs | published | predicted | points |")
+    assert "| Horovod, VGG-16, 512 GPUs | `horovod-pascal-25gbe` | 512 | 68 % |" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("predict",), "give a results directory, or --profile with --workload or --params"),
+        (("predict", "{tmp}/missing"), "results directory not found"),
+        (("predict", "{tmp}"), "nothing to fit in"),
+        (("predict", "--params", "1e6"), "give --profile"),
+        (("predict", "--profile", "dgx-9000", "--params", "1e6"), "unknown profile 'dgx-9000'"),
+        (("predict", "--profile", "dgx-h100", "--workload", "tiny_gpt"), "give the RESULTS_DIR"),
+        (("predict", "{tmp}", "--profile", "dgx-h100", "--workload", "tiny_gpt"), "no runs of"),
+        (("predict", "--profile", "dgx-h100", "--params", "-1"), "--params must be > 0"),
+        (
+            (
+                "predict",
+                "--profile",
+                "dgx-h100",
+                "--params",
+                "1e6",
+                "--samples-per-s",
+                "9",
+                "--mfu",
+                "0",
+            ),
+            "--mfu must be in (0, 1]",
+        ),  # fmt: skip
+        (
+            (
+                "predict",
+                "--profile",
+                "dgx-h100",
+                "--params",
+                "1e6",
+                "--flops-per-sample",
+                "9",
+                "--precision",
+                "fp8",
+            ),
+            "has no peak for fp8",
+        ),  # fmt: skip
+        (("predict", "--batch", "0"), "--batch and --max-workers must be >= 1"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(dpsuite, tmp_path, capsys, args, message):
+    assert dpsuite(*(a.format(tmp=tmp_path) for a in args)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dpsuite: error: ") and message in err[0]
+
+
+def test_runs_of_other_sync_strategies_are_left_out_of_the_fit(dpsuite, tmp_path):
+    root, out = tmp_path / "res", tmp_path / "pred"
+    write_runs(root)
+    write_bench(root)
+    # PowerSGD sends far fewer bytes: its 10x faster steps are not what the model describes.
+    trees.write_run(root, workers=2, samples_per_s=1e6, sync="powersgd")
+    assert dpsuite("predict", str(root), "--out", str(out)) == 0
+    assert pd.read_csv(out / "validation.csv")["error_pct"].abs().max() < 1e-6

@@ -524,7 +524,7 @@ def test_frontier_keeps_only_points_worth_their_bytes():
     assert list(frontier(points, tolerance=0.01)["sync_label"]) == ["e", "a", "b"]
 
 
-def test_model_findings_per_worker_count_name_the_worst_and_oversubscription():
+def test_model_findings_state_the_validated_range_and_name_the_worst_per_worker_count():
     # Validation rows of several fits, concatenated: the index repeats.
     validation = pd.DataFrame(
         {
@@ -536,6 +536,8 @@ def test_model_findings_per_worker_count_name_the_worst_and_oversubscription():
         index=[0, 1, 0, 1],
     )
     assert findings.model_findings(validation) == [
+        "The scaling model is validated against measurements up to 2 workers (runs with more "
+        "worker threads than cores left out); its predictions beyond are extrapolation.",
         "At 2 workers the scaling model's step time is within 52 % of the measured one "
         "(worst: cnn, b=32, -52 %).",
         "At 4 workers the scaling model's step time is within 72 % of the measured one "

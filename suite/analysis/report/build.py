@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.analysis import scaling_model as predict
+from suite.analysis import scaling
 from suite.analysis.report import critical_batch as cb
 from suite.analysis.report import data, findings, plots, render, strategies
 from suite.errors import UserError
@@ -177,37 +177,49 @@ def scaling_section(tree: data.ResultsTree, figs: FigureWriter, report: render.R
 
 
 def model_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Report) -> None:
-    """The alpha-beta scaling model fitted to these results, beside the measured points."""
+    """The scaling model fitted to these results, beside the measured points."""
     if tree.runs.empty or tree.comm.empty:
         return
-    fits, _ = predict.fit_all(tree.runs, tree.comm)
-    curves, measured, validation = [], [], []
+    fits, _ = scaling.fit_all(tree.runs, tree.comm)
+    curves, validation = [], []
     machines = len({fit.hardware for fit in fits})
     for fit in fits:
+        if fit.validation.empty:
+            continue
         for batch in sorted(fit.validation["per_worker_batch"].unique()):
             label = f"{fit.workload}, b={batch}" + (f" ({fit.hardware})" if machines > 1 else "")
             curves.append(
-                fit.model.predict(predict.DEFAULT_WORKERS, int(batch)).assign(series=label)
+                fit.model.predict(scaling.DEFAULT_WORKERS, int(batch)).assign(series=label)
             )
             val = fit.validation[fit.validation["per_worker_batch"] == batch]
-            measured.append(
+            validation.append(
                 val.assign(
                     series=label, samples_per_s=val["workers"] * batch / val["measured_step_s"]
                 )
             )
-            validation.append(val.assign(series=label))
     if not curves:
         return
+    table = pd.concat(validation, ignore_index=True)
+    validated = sorted({fit.model.validated_max for fit in fits})
+    one_node = all(fit.model.topology.nodes(max(scaling.DEFAULT_WORKERS)) == 1 for fit in fits)
     figs.add(
         "scaling_model",
-        plots.model_vs_measured(pd.concat(curves), pd.concat(measured)),
+        plots.model_vs_measured(pd.concat(curves), table),
         "Scaling model: predicted vs measured throughput",
-        "Step time = compute (workers=1 runs, linear in batch) + (1 − overlap) × ring all-reduce "
-        "time (alpha-beta fit to comm-bench); throughput = N × b / step time, up to 4096 workers. "
-        "Solid: within the measured worker counts; dashed: extrapolation. `dpsuite predict` "
-        "prints the fitted parameters.",
+        "Step time = compute (workers=1 runs, linear in batch) + the all-reduce time DDP's bucket "
+        "schedule leaves exposed after the backward pass (fastest of ring, tree and hierarchical "
+        "all-reduce on the links fitted to comm-bench); throughput = N × b / step time. "
+        f"Validated against measurements up to {' / '.join(map(str, validated))} workers "
+        "(runs with more worker threads than cores left out): solid there, dashed and labelled "
+        "extrapolation beyond"
+        + (
+            "; no comm-bench spanned two nodes, so the extrapolation keeps every rank on the "
+            "link measured inside this one."
+            if one_node
+            else "."
+        )
+        + " `dpsuite predict` prints the fitted parameters.",
     )
-    table = pd.concat(validation, ignore_index=True)
     report.findings += findings.model_findings(table)
     report.tables.append(
         render.Table(

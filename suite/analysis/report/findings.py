@@ -287,9 +287,16 @@ def comm_bench_findings(comm: pd.DataFrame) -> list[str]:
 
 
 def model_findings(validation: pd.DataFrame) -> list[str]:
-    """How far the scaling model's step time is from the measured one, per worker count."""
+    """How far the validation reached, and the model's step-time error per worker count."""
     multi = validation[validation["workers"] > 1].reset_index(drop=True)
-    out = []
+    crowded_rows = multi.get("oversubscribed", pd.Series(False, index=multi.index)).astype(bool)
+    reached = multi.loc[~crowded_rows, "workers"]
+    out = [
+        f"The scaling model is validated against measurements up to "
+        f"{int(reached.max()) if len(reached) else 1} workers"
+        + (" (runs with more worker threads than cores left out)" if crowded_rows.any() else "")
+        + "; its predictions beyond are extrapolation."
+    ]
     for workers, grp in multi.groupby("workers", sort=True):
         worst = grp.loc[grp["error_pct"].abs().idxmax()]
         crowded = bool(grp.get("oversubscribed", pd.Series(dtype=bool)).any())

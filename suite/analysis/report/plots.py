@@ -412,29 +412,66 @@ def lr_schedules(series: dict[str, pd.DataFrame], batch: int, warmup_end: float 
 
 @styled
 def model_vs_measured(curves: pd.DataFrame, measured: pd.DataFrame) -> Figure | None:
-    """Predicted throughput per series (solid where measured, dashed where extrapolated) with
-    the measured points on top."""
+    """Predicted throughput per series, solid up to the largest validated worker count and dashed
+    (extrapolation) beyond, with the measured points on top and the validated limit marked."""
     if curves.empty:
         return None
     fig = Figure(figsize=(9, 4.6))
     ax = fig.add_subplot()
+    limits = set()
     for i, (label, grp) in enumerate(curves.groupby("series", sort=True)):
         color = series_color(i)
         grp = grp.sort_values("workers")
         inside = grp[~grp["extrapolated"]]
-        # the dashed part starts at the last measured point so the line is continuous
+        limits.add(int(inside["workers"].max()) if len(inside) else 1)
+        # the dashed part starts at the last validated point so the line is continuous
         outside = grp[grp["workers"] >= inside["workers"].max()] if len(inside) else grp
         ax.plot(inside["workers"], inside["samples_per_s"], color=color, label=label)
         ax.plot(outside["workers"], outside["samples_per_s"], color=color, linestyle="--")
         pts = measured[measured["series"] == label]
-        ax.plot(pts["workers"], pts["samples_per_s"], "o", color=color, markeredgecolor="black")
+        crowded = pts.get("oversubscribed", pd.Series(False, index=pts.index)).astype(bool)
+        ax.plot(
+            pts.loc[~crowded, "workers"],
+            pts.loc[~crowded, "samples_per_s"],
+            "o",
+            color=color,
+            markeredgecolor="black",
+        )
+        ax.plot(
+            pts.loc[crowded, "workers"],
+            pts.loc[crowded, "samples_per_s"],
+            "o",
+            markerfacecolor="none",
+            markeredgecolor=color,
+        )
+    for limit in sorted(limits):
+        ax.axvline(limit, color="grey", linestyle=":", linewidth=1)
+        ax.annotate(
+            f"validated up to {limit} workers; extrapolation beyond →",
+            (limit, 1),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, -2),
+            textcoords="offset points",
+            va="top",
+            fontsize=8,
+            color="dimgrey",
+        )
     # One entry per series, then what line and marker mean (a legend of 2 x series entries
     # would cover the curves).
-    ax.plot([], [], color="grey", label="model (dashed: extrapolated)")
+    ax.plot([], [], color="grey", label="model, validated range")
+    ax.plot([], [], color="grey", linestyle="--", label="model, extrapolation")
     ax.plot([], [], "o", color="grey", markeredgecolor="black", label="measured")
+    ax.plot(
+        [],
+        [],
+        "o",
+        markerfacecolor="none",
+        markeredgecolor="grey",
+        label="measured, oversubscribed",
+    )
     log2_axis(ax, curves["workers"])
     plain_log_axis(ax, "y")
-    ax.set_xlabel("workers (log2; dashed: extrapolation beyond the measured worker counts)")
+    ax.set_xlabel("workers (log2)")
     ax.set_ylabel("throughput (samples/s)")
     ax.set_title("Scaling model: predicted vs measured throughput")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)

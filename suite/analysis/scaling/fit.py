@@ -1,0 +1,186 @@
+"""Fitting the scaling model to measurements: comm-bench results and runs of one machine.
+
+* intra-node link: comm-bench on one node (``world_size <= workers_per_host``), the ring formula
+  ``t = 2(n-1) alpha + 2(n-1)/n * S * beta`` by relative least squares over message sizes (small
+  messages, latency-bound, and large ones, bandwidth-bound, count alike);
+* inter-node link: comm-bench over several nodes (e.g. 2 nodes under torchrun): what the
+  hierarchical algorithm spends beyond its intra-node phases, ``2 ceil(log2 m) alpha_n +
+  2(m-1)/m * S * beta_n``, fitted the same way;
+* compute: step time of ``workers=1`` runs, linear in the batch;
+* gradient bytes and bucket size: the runs' parameter count, precision and ``bucket_cap_mb``.
+
+A hardware profile supplies what was not measured (GPUs per node, a link).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from suite.analysis.scaling.compute import fit_compute_model
+from suite.analysis.scaling.model import BYTES_PER_PARAM, DEFAULT_BUCKET_MB, MIB, ScalingModel
+from suite.analysis.scaling.topology import Link, Topology
+
+
+def _relative_lstsq(design: np.ndarray, y: np.ndarray, t: np.ndarray) -> Link:
+    """(alpha, beta) of ``design @ (alpha, beta) = y`` by least squares relative to the measured
+    times ``t``, clipped at 0, as a Link (beta 0: no measurable bandwidth limit)."""
+    coef, *_ = np.linalg.lstsq(design / t[:, None], y / t, rcond=None)
+    alpha, beta = (max(float(c), 0.0) for c in coef)
+    return Link(alpha, 1 / beta if beta > 0 else math.inf)
+
+
+def _usable(bench: pd.DataFrame) -> pd.DataFrame:
+    """Error-free multi-rank rows; oversubscribed benches only when there is nothing else."""
+    rows = bench[(bench["errors"] == 0) & (bench["world_size"] > 1)]
+    crowded = rows.get("hardware.oversubscribed", pd.Series(False, index=rows.index))
+    crowded = crowded.fillna(False).astype(bool)
+    return rows[~crowded] if (~crowded).any() else rows
+
+
+def _ranks_per_host(rows: pd.DataFrame) -> pd.Series:
+    per_host = rows.get("hardware.workers_per_host", pd.Series(np.nan, index=rows.index))
+    return per_host.fillna(rows["world_size"]).astype(int)
+
+
+def fit_intra_link(rows: pd.DataFrame) -> Link:
+    """alpha and beta of one node's link from single-node comm-bench rows."""
+    n = rows["world_size"].to_numpy(float)
+    size = rows["size_bytes"].to_numpy(float)
+    t = rows["time_us"].to_numpy(float) * 1e-6
+    return _relative_lstsq(np.column_stack([2 * (n - 1), 2 * (n - 1) / n * size]), t, t)
+
+
+def fit_inter_link(rows: pd.DataFrame, intra: Link) -> Link:
+    """alpha and beta of the network from multi-node rows, given the intra-node link."""
+    g = _ranks_per_host(rows).to_numpy(float)
+    m = np.ceil(rows["world_size"].to_numpy(float) / g)
+    size = rows["size_bytes"].to_numpy(float)
+    t = rows["time_us"].to_numpy(float) * 1e-6
+    inside = 2 * (g - 1) * intra.latency_s + 2 * (g - 1) / g * size * intra.s_per_byte
+    design = np.column_stack([2 * np.ceil(np.log2(m)), 2 * (m - 1) / m * size])
+    return _relative_lstsq(design, t - inside, t)
+
+
+def fit_topology(bench: pd.DataFrame, profile: Topology | None = None) -> Topology:
+    """The links this machine's comm-bench measured; the profile's (if any) for the rest."""
+    rows = _usable(bench) if not bench.empty else bench
+    if rows.empty:
+        if profile is None:
+            raise ValueError("no error-free multi-rank comm-bench rows to fit the links to")
+        return profile
+    spans = rows["world_size"] > _ranks_per_host(rows)
+    multi, single = rows[spans], rows[~spans]
+    if single.empty and profile is None:
+        raise ValueError("no error-free single-node comm-bench rows to fit the intra-node link")
+    intra = fit_intra_link(single) if not single.empty else profile.intra
+    if not multi.empty:
+        gpus = int(_ranks_per_host(multi).max())
+        return Topology(intra, fit_inter_link(multi, intra), gpus)
+    if profile is not None:
+        return replace(profile, intra=intra)
+    return Topology(intra)
+
+
+def _allreduce_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Finished DDP runs that average gradients by plain all-reduce (what the model is of)."""
+    ok = (runs["mode"] == "ddp") & runs["status"].isin(["complete", "diverged"])
+    if "sync" in runs:
+        ok &= runs["sync"].fillna("allreduce") == "allreduce"
+    return runs[ok]
+
+
+def _oversubscribed(runs: pd.DataFrame) -> pd.Series:
+    flag = runs.get("hardware.oversubscribed", pd.Series(False, index=runs.index))
+    return flag.fillna(False).astype(bool)
+
+
+def fit_from_results(
+    runs: pd.DataFrame, bench: pd.DataFrame, profile: Topology | None = None
+) -> ScalingModel:
+    """Fit on one (hardware, workload) slice of results."""
+    ddp = _allreduce_runs(runs)
+    params = float(ddp["num_params"].dropna().iloc[0])
+    precision = str(ddp["precision"].dropna().iloc[0]) if "precision" in ddp else "fp32"
+    bucket_mb = ddp["bucket_cap_mb"].dropna() if "bucket_cap_mb" in ddp else pd.Series(dtype=float)
+    timed = ddp[ddp["step_time_s"].notna() & ~_oversubscribed(ddp)]
+    return ScalingModel(
+        topology=fit_topology(bench, profile),
+        compute=fit_compute_model(ddp[ddp["workers"] == 1]),
+        grad_bytes=params * BYTES_PER_PARAM.get(precision, 4),
+        bucket_bytes=float(bucket_mb.median() if len(bucket_mb) else DEFAULT_BUCKET_MB) * MIB,
+        validated_workers=tuple(sorted(int(w) for w in timed["workers"].unique())),
+    )
+
+
+def validate(model: ScalingModel, runs: pd.DataFrame) -> pd.DataFrame:
+    """Prediction against measurement at every measured (workers, batch)."""
+    ddp = _allreduce_runs(runs)
+    ddp = ddp[ddp["step_time_s"].notna()]
+    rows = []
+    for (n, b), grp in ddp.groupby(["workers", "per_worker_batch"]):
+        measured = float(grp["step_time_s"].median())
+        step = model.step(int(n), int(b))
+        exposed = grp["exposed_comm_s"] if "exposed_comm_s" in grp else pd.Series(dtype=float)
+        rows.append(
+            {
+                "workers": int(n),
+                "per_worker_batch": int(b),
+                "measured_step_s": measured,
+                "predicted_step_s": step.total_s,
+                "error_pct": 100 * (step.total_s - measured) / measured,
+                "measured_exposed_s": float(exposed.median()) if exposed.notna().any() else None,
+                "predicted_exposed_s": step.exposed_s,
+                # More worker threads than cores: compute measured alone no longer holds.
+                "oversubscribed": bool(_oversubscribed(grp).any()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def hardware_key(frame: pd.DataFrame) -> pd.Series:
+    """Group key: a report's machine label, else the user's tag, else the fingerprint."""
+    if "machine" in frame:
+        return frame["machine"].astype(str)
+    tag = frame.get("hardware.tag", pd.Series(index=frame.index, dtype=object))
+    mid = frame.get("hardware.machine_id", pd.Series("unknown", index=frame.index))
+    return tag.where(tag.notna() & (tag != ""), mid).astype(str)
+
+
+@dataclass
+class Fit:
+    """One fitted slice: which machine and workload, the model, and its validation."""
+
+    hardware: str
+    workload: str
+    model: ScalingModel
+    validation: pd.DataFrame
+
+
+def fit_all(
+    runs: pd.DataFrame, bench: pd.DataFrame, profile: Topology | None = None
+) -> tuple[list[Fit], list[str]]:
+    """A model per (hardware, workload) that has workers=1 runs and comm-bench results.
+
+    Returns the fits and a list of reasons for the slices that could not be fitted.
+    """
+    if runs.empty:
+        return [], ["no runs"]
+    runs = runs.assign(_hw=hardware_key(runs))
+    bench = bench.assign(_hw=hardware_key(bench)) if not bench.empty else bench
+    fits, skipped = [], []
+    for (hw, workload), grp in runs.groupby(["_hw", "workload"]):
+        hw_bench = bench[bench["_hw"] == hw] if not bench.empty else bench
+        if hw_bench.empty and profile is None:
+            skipped.append(f"{hw}/{workload}: no comm-bench results for this machine")
+            continue
+        try:
+            model = fit_from_results(grp, hw_bench, profile)
+        except (ValueError, IndexError, KeyError) as exc:
+            skipped.append(f"{hw}/{workload}: {exc}")
+            continue
+        fits.append(Fit(str(hw), str(workload), model, validate(model, grp)))
+    return fits, skipped

@@ -1,0 +1,96 @@
+"""What `dpsuite predict` prints and writes: fitted parameters, validation, predictions."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from suite.analysis.scaling.fit import Fit
+from suite.analysis.scaling.overlap import bucket_sizes
+from suite.analysis.scaling.topology import Link
+
+
+def _link(link: Link) -> str:
+    bandwidth = "unbounded" if math.isinf(link.bandwidth_Bps) else f"{link.bandwidth_Bps / 1e9:.3g}"
+    return f"alpha {link.latency_s * 1e6:.1f} us, {bandwidth} GB/s"
+
+
+def describe_model(fit: Fit) -> list[str]:
+    m, top = fit.model, fit.model.topology
+    if top.inter is None or top.gpus_per_node is None:
+        network = "between nodes not known: all ranks taken to share one node's link"
+    else:
+        network = f"{top.gpus_per_node} per node; between nodes {_link(top.inter)} per node"
+    buckets = len(bucket_sizes(m.grad_bytes, m.bucket_bytes))
+    return [
+        f"   links: inside a node {_link(top.intra)} per rank; {network}",
+        f"   compute {m.compute.fixed_s * 1e3:.3f} ms + {m.compute.per_sample_s * 1e6:.2f} "
+        f"us/sample ({100 * m.compute.backward_fraction:.0f} % of it backward); gradients "
+        f"{m.grad_bytes / 2**20:.1f} MiB in {buckets} bucket(s) of {m.bucket_bytes / 2**20:g} MiB",
+    ]
+
+
+def format_validation(validation: pd.DataFrame) -> list[str]:
+    if validation.empty:
+        return []
+    lines = ["   validation (measured vs predicted step time):"]
+    for r in validation.itertuples():
+        lines.append(
+            f"     workers {r.workers:>4}  batch {r.per_worker_batch:>4}"
+            f"  measured {r.measured_step_s * 1e3:9.3f} ms"
+            f"  predicted {r.predicted_step_s * 1e3:9.3f} ms  error {r.error_pct:+6.1f} %"
+            + ("  (oversubscribed)" if r.oversubscribed else "")
+        )
+    return lines
+
+
+def format_fit(fit: Fit, batch: int, workers: list[int]) -> str:
+    lines = [f"== {fit.hardware} / {fit.workload}", *describe_model(fit)]
+    lines += format_validation(fit.validation)
+    reach = (
+        f"validated up to {fit.model.validated_max} workers"
+        if not fit.validation.empty
+        else "nothing measured to validate it"
+    )
+    lines.append(f"   prediction at per-worker batch {batch} ({reach}; * = extrapolated):")
+    for r in fit.model.predict(workers, batch).itertuples():
+        mark = "*" if r.extrapolated else " "
+        algorithm = r.algorithm if r.workers > 1 else "-"
+        lines.append(
+            f"    {mark}workers {r.workers:>4}  nodes {r.nodes:>3}  {algorithm:<12}"
+            f"step {r.step_time_s * 1e3:9.3f} ms  exposed comm {r.exposed_comm_s * 1e3:8.3f} ms"
+            f"  {r.samples_per_s:11,.0f} samples/s  efficiency {100 * r.efficiency:5.1f} %"
+        )
+    return "\n".join(lines)
+
+
+def format_published(table: pd.DataFrame) -> str:
+    """The published-vs-predicted table as Markdown (the README carries the same)."""
+    lines = [
+        "| result | hardware | GPUs | published | predicted | points |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in table.itertuples():
+        gpus = f"{r.baseline_workers} → {r.workers}" if r.baseline_workers > 1 else f"{r.workers}"
+        lines.append(
+            f"| {r.label} | `{r.profile}` | {gpus} | {100 * r.published_efficiency:.0f} % "
+            f"| {100 * r.predicted_efficiency:.1f} % | {r.difference_points:+.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def write_fits(fits: list[Fit], out_dir: str | Path, batch: int, workers: list[int]) -> None:
+    """predictions.csv, validation.csv and models.csv under ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    preds, vals, models = [], [], []
+    for f in fits:
+        key = {"hardware": f.hardware, "workload": f.workload}
+        preds.append(f.model.predict(workers, batch).assign(**key))
+        vals.append(f.validation.assign(**key))
+        models.append({**key, **f.model.describe()})
+    pd.concat(preds).to_csv(out / "predictions.csv", index=False)
+    pd.concat(vals).to_csv(out / "validation.csv", index=False)
+    pd.DataFrame(models).to_csv(out / "models.csv", index=False)

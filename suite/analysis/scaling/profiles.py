@@ -1,0 +1,89 @@
+"""Hardware profiles: YAML files describing a cluster node and its network, with their sources.
+
+Shipped profiles live in ``profiles/`` next to this module (``dpsuite predict --profile NAME``);
+any other file is given by its path. A profile has ``gpus_per_node``, ``peak_tflops`` per
+precision, ``intra_node`` and ``inter_node`` links (``bandwidth_GB_s`` per direction: per GPU
+inside a node, per node for the network; ``latency_us`` per hop) and ``sources``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from suite.analysis.scaling.topology import Link, Topology
+from suite.errors import UserError
+
+PROFILE_DIR = Path(__file__).with_name("profiles")
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    topology: Topology
+    peak_tflops: dict[str, float]
+    sources: tuple[str, ...]
+
+    def peak(self, precision: str) -> float:
+        if precision not in self.peak_tflops:
+            raise UserError(
+                f"profile {self.name} has no peak for {precision} "
+                f"(it has: {', '.join(self.peak_tflops)}); give --tflops"
+            )
+        return self.peak_tflops[precision]
+
+
+def profile_names() -> list[str]:
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """A shipped profile by name, or a profile file by path; bad ones are one UserError."""
+    path = Path(name_or_path)
+    if not path.is_file():
+        path = PROFILE_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        raise UserError(
+            f"unknown profile '{name_or_path}' (shipped: {', '.join(profile_names())}; "
+            "or give the path of a profile file)"
+        )
+    try:
+        raw = yaml.safe_load(path.read_text())
+        return _parse(raw, path.stem)
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
+        detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        raise UserError(f"cannot read profile {path}: {detail}") from None
+
+
+def _link(raw: dict[str, Any], where: str) -> Link:
+    bandwidth, latency = float(raw["bandwidth_GB_s"]), float(raw["latency_us"])
+    if bandwidth <= 0 or latency < 0:
+        raise ValueError(f"{where}: bandwidth_GB_s must be > 0 and latency_us >= 0")
+    return Link(latency * 1e-6, bandwidth * 1e9)
+
+
+def _parse(raw: Any, stem: str) -> Profile:
+    if not isinstance(raw, dict):
+        raise ValueError("a profile is a mapping of keys")
+    gpus = int(raw["gpus_per_node"])
+    if gpus < 1:
+        raise ValueError("gpus_per_node must be >= 1")
+    peaks = {str(k): float(v) for k, v in (raw.get("peak_tflops") or {}).items()}
+    if any(v <= 0 for v in peaks.values()):
+        raise ValueError("peak_tflops must be > 0")
+    topology = Topology(
+        intra=_link(raw["intra_node"], "intra_node"),
+        inter=_link(raw["inter_node"], "inter_node"),
+        gpus_per_node=gpus,
+    )
+    return Profile(
+        name=str(raw.get("name", stem)),
+        description=str(raw.get("description", "")),
+        topology=topology,
+        peak_tflops=peaks,
+        sources=tuple(str(s) for s in raw.get("sources") or ()),
+    )
