@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
 RELAY_ENV = "DPSUITE_PROGRESS_RELAY"
@@ -305,14 +306,26 @@ def activated(reporter: Reporter) -> Iterator[Reporter]:
         _current = previous
 
 
+# A Unix socket's path has at most 107 bytes; longer scratch paths fall back to the system's.
+MAX_SOCKET_PATH = 100
+
+
 @contextlib.contextmanager
-def relay_from_children() -> Iterator[None]:
-    """Let processes started inside the block report to this process's reporter."""
+def relay_from_children(scratch: Path | None = None) -> Iterator[None]:
+    """Let processes started inside the block report to this process's reporter.
+
+    The socket lives in a private directory under ``scratch`` (the results directory's scratch
+    space), removed when the block ends.
+    """
     if not hasattr(socket, "AF_UNIX") or RELAY_ENV in os.environ:
         yield
         return
     target = current()
-    with tempfile.TemporaryDirectory(prefix="dpsuite-progress-") as tmp:
+    if scratch is not None and len(str(scratch)) + 40 > MAX_SOCKET_PATH:
+        scratch = None
+    if scratch is not None:
+        scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="dpsuite-progress-", dir=scratch) as tmp:
         address = os.path.join(tmp, "relay")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         sock.bind(address)

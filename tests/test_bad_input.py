@@ -21,8 +21,18 @@ CASES = [
     (["mode=async"], "mode must be one of"),
     (["backend=nccl"], "backend=nccl needs device=cuda"),
     (["schedule.name=exp"], "schedule.name must be one of"),
-    (["nosuchkey=1"], "Could not override 'nosuchkey'"),
-    (["workload.num_samples=10"], "num_samples must be at least 100"),
+    (["nosuchkey=1"], "unknown config key 'nosuchkey'"),
+    (["workrs=2"], "unknown config key 'workrs' (did you mean workers?)"),
+    (["+train.epoch=3"], "unknown config key 'train.epoch' (did you mean train.epochs?)"),
+    (["+unknown=1"], "unknown config key 'unknown'"),
+    (["workers=abc"], "workers must be an integer, got abc"),
+    (["workload.base_lr=inf"], "workload.base_lr must be a finite number, got inf"),
+    (["ddp.timeout_s=0"], "ddp.timeout_s must be > 0, got 0.0"),
+    (
+        ["workload.num_samples=2000", "batch.per_worker=4000"],
+        "global batch 4000 is larger than the training set (1600 samples of mnist1d_mlp)",
+    ),
+    (["workload.num_samples=10"], "workload.num_samples must be an integer >= 100, got 10"),
     (["lr_rule=lars", "lr_rule.trust_coefficient=0"], "lr_rule.trust_coefficient must be > 0"),
     (["lr_rule=lars", "lr_rule.base_lr=-1"], "lr_rule.base_lr must be > 0"),
     (["sync=gossip"], "unknown sync 'gossip' (choose from: allreduce, bf16, fp16, local_sgd,"),
@@ -35,16 +45,17 @@ CASES = [
         ["mode=simulated", "workers=4", "sync=param_server"],
         "sync=param_server needs real workers: mode=simulated supports only sync=allreduce",
     ),
-    (["sync.period=2"], "Could not override 'sync.period'"),
+    (["sync.period=2"], "unknown config key 'sync.period'; sync has: name"),
     (["precision=fp16"], "precision=fp16 needs device=cuda"),
     (["precision=int8"], "precision must be one of fp32, fp64, bf16, fp16"),
     (["timing.calibration_steps=-1"], "timing.calibration_steps must be an integer >= 0"),
     (["ddp.bucket_cap_mb=0"], "ddp.bucket_cap_mb must be > 0"),
     (["noise_scale.ema=1"], "noise_scale.ema must be in (0, 1)"),
     (["hardware.peak_tflops=0"], "hardware.peak_tflops must be > 0"),
-    (["timing.comm_hook=false", "sync=powersgd"], "timing.comm_hook=false needs sync=allreduce"),
+    (["timing.comm_every=0"], "timing.comm_every must be an integer >= 1, got 0"),
     (["noise_scale.every=0"], "noise_scale.every must be an integer >= 1"),
-    (["noise_scale.enabled=maybe"], "noise_scale.enabled must be true or false"),
+    (["noise_scale.enabled=maybe"], "noise_scale.enabled must be true or false, got maybe"),
+    (["ddp.start_method=bogus"], "ddp.start_method must be one of spawn, forkserver, fork"),
     (["workload=tiny_gpt", "workload.heads=3"], "width=128 is not divisible by workload.heads=3"),
     (["workload=cifar_resnet", "workload.data_root=/nonexistent"], "does not hold CIFAR-10"),
     (["workload=tiny_gpt", "workload.text_path=/nonexistent"], "is not a readable file"),
@@ -56,7 +67,7 @@ CASES = [
     (["lr_rule=null"], "lr_rule takes one name"),
     (["~workers"], "~workers: dpsuite's config keys cannot be deleted"),
     (["~lr_rule"], "~lr_rule: dpsuite's config keys cannot be deleted"),
-    (["workload.num_samples=inf"], "workload 'mnist1d_mlp': cannot convert float infinity"),
+    (["workload.num_samples=inf"], "workload.num_samples must be an integer, got inf"),
 ]
 
 
@@ -68,6 +79,15 @@ def test_bad_input_one_line(dpsuite, tmp_path, capsys, overrides, message):
     assert err.count("\n") == 0, err
     assert err.startswith("dpsuite: error: ") and message in err
     assert not out.exists() or not any(out.iterdir()), "no work may start"
+
+
+def test_empty_results_dir_is_refused(dpsuite, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert dpsuite("run", "results_dir=") == 2
+    assert capsys.readouterr().err.strip() == (
+        "dpsuite: error: results_dir is empty: name a directory for the results"
+    )
+    assert not list(tmp_path.iterdir()), "nothing may be written to the current directory"
 
 
 def test_unwritable_results_dir(dpsuite, tmp_path, capsys):

@@ -65,7 +65,9 @@ def _check_hook_and_calibration(rank: int) -> None:
     before = [p.detach().clone() for p in model.parameters()]
     momentum = [opt.state[p]["momentum_buffer"].clone() for p in model.parameters()]
     calls = comm.calls
-    no_sync = time_without_sync(net, opt, amp, run_step, iter(batches), 1, 4, device)
+    no_sync = time_without_sync(
+        model, net.no_sync(), opt, amp, run_step, iter(batches), 1, 4, device
+    )
     assert comm.calls == calls, "no gradient may be all-reduced under no_sync"
     assert len(no_sync) == 4 and all(t > 0 for t in no_sync)
     # the calibration stepped the optimizer, and everything was put back bit for bit

@@ -5,16 +5,22 @@ import pytest
 import torch
 
 from suite import results
+from suite.engine.distributed import Ranks
 from suite.engine.precision import Precision
-from suite.engine.train import half_batch_norms, simulated_step
+from suite.engine.replicas import (
+    LocalGradientRecorder,
+    RankReplicas,
+    SimulatedReplicas,
+    half_batch_norms,
+    simulated_step,
+)
 from suite.measure.noise_scale import (
     NoiseScaleEMA,
     NoiseScaleMeter,
-    NoiseScaleSettings,
-    choose_method,
     piece_batches,
     unbiased_estimates,
 )
+from suite.sync import STRATEGIES, SyncConfig, SyncStrategy
 from tests.conftest import SMALL, only_run, read_params, read_run
 
 
@@ -90,6 +96,11 @@ def linear_model(w: torch.Tensor) -> torch.nn.Linear:
 FP64 = Precision.create("fp64", torch.device("cpu"))
 
 
+def loss_of(x, y):
+    """The loss of a batch of indices through a module, as the replicas take it."""
+    return lambda net, idx: HalfSquaredError().loss(net(x[idx]), y[idx])
+
+
 def grad_of(model, x, y, idx: torch.Tensor) -> torch.Tensor:
     model.zero_grad(set_to_none=True)
     HalfSquaredError().loss(model(x[idx]), y[idx]).backward()
@@ -108,7 +119,7 @@ def test_half_batch_norms_match_each_half_and_leave_the_gradient_alone(n):
     halves = torch.arange(n).tensor_split(2)
     separate = [grad_of(model, x, y, idx) for idx in halves]
     whole = grad_of(model, x, y, torch.arange(n))
-    norms = half_batch_norms(model, HalfSquaredError(), x, y, torch.arange(n), FP64)
+    norms = half_batch_norms(model, loss_of(x, y), torch.arange(n), FP64)
     assert torch.equal(model.weight.grad, whole)  # the training step is untouched
     assert [float(v) for v in norms] == pytest.approx([float(g.pow(2).sum()) for g in separate])
 
@@ -119,7 +130,7 @@ def test_micro_batch_norms_are_each_workers_gradient():
     separate = [grad_of(model, x, y, idx) for idx in shards]
     model.zero_grad(set_to_none=True)
     norms: list[torch.Tensor] = []
-    simulated_step(model, HalfSquaredError(), x, y, shards, False, FP64, norms)
+    simulated_step(model, loss_of(x, y), shards, False, FP64, norms)
     assert torch.allclose(model.weight.grad, torch.stack(separate).mean(0), atol=1e-12)
     assert [float(v) for v in norms] == pytest.approx([float(g.pow(2).sum()) for g in separate])
 
@@ -139,37 +150,60 @@ def test_meter_on_linear_regression_lands_within_ten_percent(batch):
         x = torch.randn(batch, d, generator=gen, dtype=torch.float64)
         y = x @ w_star + sigma * torch.randn(batch, generator=gen, dtype=torch.float64)
         grad_of(model, x, y, everything)
-        norms = half_batch_norms(model, HalfSquaredError(), x, y, everything, FP64)
+        norms = half_batch_norms(model, loss_of(x, y), everything, FP64)
         meter.add_pieces(norms, [model.weight.grad])
     meter.sync()
     summary = meter.summary()
     assert summary["grad_sq"] == pytest.approx(true_g2, rel=0.10)
     assert summary["trace"] == pytest.approx(true_trace, rel=0.10)
-    assert meter.row()["grad_noise_scale"] == pytest.approx(true_trace / true_g2, rel=0.10)
+    assert meter.record_evaluation()["grad_noise_scale"] == pytest.approx(
+        true_trace / true_g2, rel=0.10
+    )
+
+
+def test_local_gradient_recorder_reads_each_gradient_as_it_is_accumulated():
+    model, x, y = problem(12)
+    recorder = LocalGradientRecorder(model)
+    recorder.start()
+    whole = grad_of(model, x, y, torch.arange(12))
+    (piece,) = recorder.pieces()
+    assert float(piece) == pytest.approx(float(whole.pow(2).sum()))
+    assert not model.weight._post_accumulate_grad_hooks, "hooks only during a measured step"
+
+
+def bn_model() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.BatchNorm1d(4)).double()
 
 
 @pytest.mark.parametrize(
-    "mode,workers,sync,distributed,batch_dependent,split,expected",
+    "kind,workers,batch_dependent,split,expected",
     [
-        ("ddp", 2, "allreduce", True, True, False, "ranks"),
-        ("ddp", 4, "bf16", True, False, False, "ranks"),
-        ("ddp", 2, "local_sgd", True, False, False, None),  # no averaged gradient per step
-        ("ddp", 2, "powersgd", True, False, False, None),  # a low-rank approximation of it
-        ("simulated", 4, "allreduce", False, True, False, "micro_batches"),
-        ("simulated", 4, "allreduce", False, False, False, "halves"),
-        ("ddp", 1, "allreduce", False, False, False, None),  # one worker: only when asked
-        ("ddp", 1, "allreduce", False, False, True, "halves"),
-        ("simulated", 1, "allreduce", False, True, True, None),  # halves would change BatchNorm
+        ("simulated", 4, True, False, "micro_batches"),
+        ("simulated", 4, False, False, "halves"),
+        ("simulated", 1, True, True, None),  # halves would change BatchNorm's statistics
+        ("simulated", 1, False, True, "halves"),
+        ("rank", 1, False, False, None),  # one worker: only when asked
+        ("rank", 1, False, True, "halves"),
+        ("rank", 1, True, True, None),
     ],
 )
-def test_choose_method(mode, workers, sync, distributed, batch_dependent, split, expected):
-    settings = NoiseScaleSettings(split_single=split)
-    got = choose_method(settings, mode, workers, 64, sync, distributed, batch_dependent)
-    assert got == expected
-    assert (
-        choose_method(NoiseScaleSettings(enabled=False), mode, workers, 64, sync, True, False)
-        is None
-    )
+def test_how_replicas_see_the_pieces(kind, workers, batch_dependent, split, expected):
+    model = bn_model() if batch_dependent else linear_model(torch.ones(5, dtype=torch.float64))
+    loss = loss_of(*problem(12)[1:])
+    if kind == "simulated":
+        replicas = SimulatedReplicas(model, workers, 8, 0, loss, FP64, split)
+    else:
+        strategy = SyncStrategy(SyncConfig(), torch.device("cpu"))
+        replicas = RankReplicas(model, strategy, Ranks(0, 1, 0, 1), 8, 0, loss, FP64, 25, split)
+    assert (replicas.piece_recorder() is not None) == (expected is not None)
+    assert replicas.noise_method == expected
+
+
+def test_which_strategies_average_the_gradients():
+    """Local SGD steps on local gradients and PowerSGD sends a low-rank approximation: neither
+    forms the averaged gradient the estimator needs; the others do (ranks method)."""
+    averaging = {name for name, s in STRATEGIES.items() if s.averages_gradients}
+    assert averaging == {"allreduce", "param_server", "fp16", "bf16"}
 
 
 @pytest.mark.parametrize(
@@ -180,8 +214,9 @@ def test_choose_method(mode, workers, sync, distributed, batch_dependent, split,
         ["mode=simulated", "workers=2", "workload=cifar_resnet", "workload.width=4"]
         + ["workload.num_samples=400", "batch.per_worker=8"],
         [*SMALL, "workers=1", "noise_scale.split_single=true"],
+        [*SMALL, "workers=2"],  # each rank's local gradient, read as it is accumulated
     ],
-    ids=["simulated-fused", "simulated-micro-batches", "one-worker-split"],
+    ids=["simulated-fused", "simulated-micro-batches", "one-worker-split", "ddp-ranks"],
 )
 def test_measuring_leaves_the_training_unchanged(dpsuite, tmp_path, overrides):
     common = ["train.max_steps=12", "threads_per_worker=1", "train.save_params=true", *overrides]

@@ -12,8 +12,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from suite.engine import distributed as dd
 from suite.engine.precision import Precision
+from suite.engine.replicas import has_batch_dependent_layers, simulated_step
 from suite.engine.sharding import all_worker_batches
-from suite.engine.train import has_batch_dependent_layers, simulated_step
 from tests.conftest import SMALL, only_run, read_params, read_run
 from workloads import get_workload
 
@@ -142,9 +142,13 @@ def simulated_bn_state(fused: bool) -> dict[str, np.ndarray]:
     model = bn_model()
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
     workload = get_workload("mnist1d_mlp")  # only its loss (cross-entropy) is used
+
+    def loss_of(net, idx):
+        return workload.loss(net(x[idx]), y[idx])
+
     for shards in all_worker_batches(x.shape[0], WORLD, PER_WORKER, 3, 0)[:STEPS]:
         opt.zero_grad()
-        simulated_step(model, workload, x, y, shards, fused=fused, amp=FP64)
+        simulated_step(model, loss_of, shards, fused=fused, precision=FP64)
         opt.step()
     return {k: v.detach().numpy() for k, v in model.state_dict().items()}
 
@@ -171,7 +175,9 @@ def test_fused_and_unfused_agree_without_batchnorm():
     for fused in (True, False):
         torch.manual_seed(0)
         model = workload.build_model().double()
-        loss = simulated_step(model, workload, x, y, shards, fused=fused, amp=FP64)
+        loss = simulated_step(
+            model, lambda net, idx: workload.loss(net(x[idx]), y[idx]), shards, fused, FP64
+        )
         grads.append((float(loss), [p.grad.clone() for p in model.parameters()]))
     (loss_a, ga), (loss_b, gb) = grads
     assert loss_a == pytest.approx(loss_b, abs=1e-12)

@@ -16,7 +16,7 @@ import pytest
 from suite import results
 from suite.conf.compose import plan
 from tests.conftest import REPO, read_run
-from workloads.mnist_1d import cache_path, generation_args
+from workloads.cifar_resnet import RECORD_BYTES, TEST_FILE, TRAIN_FILES
 
 
 def manifest(results_dir: Path) -> dict:
@@ -35,26 +35,33 @@ def test_presets_expand_to_their_grids(monkeypatch, tmp_path):
     scaling = plan(["+sweep=scaling"], multirun=True).specs
     workloads = ("mnist1d_mlp", "mnist1d_cnn", "cifar_resnet", "tiny_gpt")
     assert len(scaling) == 32
-    assert {(s.workload, s.workers, s.per_worker_batch) for s in scaling} == {
+    rows = [s.summary() for s in scaling]
+    assert {(r["workload"], r["workers"], r["per_worker_batch"]) for r in rows} == {
         (w, n, b) for w in workloads for n in (1, 2, 4, 8) for b in (32, 128)
     }
-    assert {(s.mode, s.max_steps) for s in scaling} == {("ddp", 200)}
+    assert {(s.cfg.mode, s.cfg.train.max_steps) for s in scaling} == {("ddp", 200)}
     conv = plan(["+sweep=convergence"], multirun=True).specs
     assert len(conv) == 7 * 4 * 3
     assert sorted({s.global_batch for s in conv}) == [32 * 2**k for k in range(7)]
-    assert {s.lr_rule for s in conv} == {"naive", "linear", "linear_warmup", "sqrt"}
-    s = conv[0]
-    assert (s.mode, s.per_worker_batch, s.epochs, s.schedule) == ("simulated", 32, 5, "cosine")
-    assert (s.base_lr, s.base_batch, s.workload_params["num_samples"]) == (0.1, 32, 50000)
-    assert {x.warmup_epochs for x in conv if x.lr_rule == "linear_warmup"} == {1.0}
-    assert {x.results_dir for x in conv} == {"results/convergence"}
+    assert {s.cfg.lr_rule.name for s in conv} == {"naive", "linear", "linear_warmup", "sqrt"}
+    r = conv[0].summary()
+    assert (r["mode"], r["per_worker_batch"], r["epochs"], r["schedule"]) == (
+        "simulated",
+        32,
+        5,
+        "cosine",
+    )
+    assert (r["base_lr"], r["base_batch"], conv[0].cfg.workload.num_samples) == (0.1, 32, 50000)
+    warm = {x.summary()["warmup_epochs"] for x in conv if x.cfg.lr_rule.name == "linear_warmup"}
+    assert warm == {1.0}
+    assert {x.cfg.results_dir for x in conv} == {"results/convergence"}
 
 
 def test_command_line_replaces_a_preset_axis(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     specs = plan(["+sweep=convergence", "seed=0", "workers=1,64"], multirun=True).specs
     assert len(specs) == 2 * 4
-    assert {s.seed for s in specs} == {0} and {s.global_batch for s in specs} == {32, 2048}
+    assert {s.cfg.seed for s in specs} == {0} and {s.global_batch for s in specs} == {32, 2048}
 
 
 def test_preset_run_ids_equal_the_same_plain_run(monkeypatch, tmp_path):
@@ -91,27 +98,32 @@ def test_unknown_preset_and_bad_point_fail_before_work(dpsuite, tmp_path, capsys
 # ---- failure isolation ------------------------------------------------------------------------
 
 
-def plant_corrupt_cache(cache: Path, num_samples: int) -> None:
-    """A damaged dataset file: the run that needs it fails while loading data, at runtime."""
-    path = cache_path(cache, generation_args(num_samples, 42))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"not an npz file")
+def plant_damaged_cifar(root: Path) -> Path:
+    """A local CIFAR-10 copy whose files are there but damaged (a byte too many each): the
+    check before the sweep passes, the run that reads it fails while loading data."""
+    root.mkdir(parents=True, exist_ok=True)
+    record = bytes([3]) + bytes(RECORD_BYTES - 1)
+    for name in [*TRAIN_FILES, TEST_FILE]:
+        (root / name).write_bytes(record * 41 + b"x")
+    return root
+
+
+TINY_RESNET = ["workload=cifar_resnet", "workload.width=4", "workload.num_samples=200"]
 
 
 def test_sweep_goes_on_past_failing_and_diverging_runs(dpsuite, tmp_path, capsys):
-    cache = tmp_path / "cache"
-    plant_corrupt_cache(cache, 2100)
+    bad = plant_damaged_cifar(tmp_path / "cifar")
     out = tmp_path / "res"
     args = [
         "run",
         "-m",
+        *TINY_RESNET,
         "mode=simulated",
         "workers=2",
         "lr_rule=linear",
-        "workload.num_samples=2100,2000",
-        "workload.base_lr=0.05,80",
+        f"workload.data_root=null,{bad}",
+        "workload.base_lr=0.05,1e12",
         "train.epochs=2",
-        f"cache_dir={cache}",
         f"results_dir={out}",
     ]
     assert dpsuite(*args) == 1  # the sweep ran to the end, and says that something failed
@@ -123,7 +135,7 @@ def test_sweep_goes_on_past_failing_and_diverging_runs(dpsuite, tmp_path, capsys
     captured = capsys.readouterr()
     assert "sweep multirun finished: 4 runs: 1 complete, 1 diverged, 2 failed" in captured.out
     failed = [read_run(d) for d in run_dirs(out) if read_run(d)["status"] == "failed"]
-    assert all(r["error"].startswith("ValueError") for r in failed), failed  # the planted file
+    assert all("is not a CIFAR-10 binary batch" in r["error"] for r in failed), failed
 
     # Rerun: the complete run is skipped, the others run again (and fail or diverge again).
     assert dpsuite(*args) == 1
@@ -133,21 +145,24 @@ def test_sweep_goes_on_past_failing_and_diverging_runs(dpsuite, tmp_path, capsys
 
 @pytest.mark.multiproc
 def test_failing_multi_process_run_does_not_stop_the_sweep(dpsuite, tmp_path):
-    cache = tmp_path / "cache"
-    plant_corrupt_cache(cache, 2100)
+    bad = plant_damaged_cifar(tmp_path / "cifar")
     out = tmp_path / "res"
     code = dpsuite(
         "run",
         "-m",
+        *TINY_RESNET,
         "workers=2",
+        "batch.per_worker=8",
         "threads_per_worker=1",
-        "workload.num_samples=2100,2000",
-        "train.max_steps=15",
-        f"cache_dir={cache}",
+        f"workload.data_root=null,{bad}",
+        "train.max_steps=6",
         f"results_dir={out}",
     )
     assert code == 1
-    assert sorted(results.load(out)["status"]) == ["complete", "failed"]
+    frame = results.load(out)
+    assert sorted(frame["status"]) == ["complete", "failed"]
+    (error,) = frame.loc[frame["status"] == "failed", "error"]
+    assert "is not a CIFAR-10 binary batch" in error
 
 
 # ---- resume -----------------------------------------------------------------------------------

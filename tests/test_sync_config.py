@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 
 from hydra import compose, initialize_config_module
-from omegaconf import open_dict
 
 from suite.conf import run_spec
 from suite.conf.compose import compose_config
+from suite.results import run_identity
 
 
 def resolved(*overrides: str) -> run_spec.RunSpec:
@@ -34,12 +34,12 @@ def test_run_id_follows_the_sync_config(tmp_path):
     assert "allreduce" not in resolved(out, "workers=2").run_id
 
 
-def test_allreduce_runs_keep_the_ids_they_had_before_the_sync_group(tmp_path):
-    cfg = compose_config([f"results_dir={tmp_path}", "workers=2"])
-    with_group = run_spec.resolve(cfg).run_id
-    with open_dict(cfg):
-        del cfg["sync"]  # a config from before strategies existed
-    assert run_spec.resolve(cfg).run_id == with_group
+def test_the_default_strategy_stays_out_of_the_run_identity(tmp_path):
+    """All-reduce runs hash as they did before strategies could be chosen."""
+    plain = resolved(f"results_dir={tmp_path}", "workers=2")
+    local = resolved(f"results_dir={tmp_path}", "workers=2", "sync=local_sgd")
+    assert "sync" not in run_identity(plain.config, 2, 64)
+    assert run_identity(local.config, 2, 64)["sync"]["name"] == "local_sgd"
 
 
 def test_run_json_names_the_strategy_at_top_level(tmp_path):
@@ -62,6 +62,6 @@ def test_sync_sweep_preset_is_a_valid_grid(tmp_path):
     ids = set()
     for point in itertools.product(*([f"{k}={v}" for v in vs] for k, vs in axes.items())):
         spec = resolved("+sweep=sync", *point, f"results_dir={tmp_path}")
-        assert spec.mode == "ddp"
+        assert spec.cfg.mode == "ddp"
         ids.add(spec.run_id)
     assert len(ids) == 15

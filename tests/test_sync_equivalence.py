@@ -69,10 +69,11 @@ def initial_params() -> dict[str, np.ndarray]:
 
 def test_allreduce_bytes_are_the_whole_gradient(runs):
     m = metrics(runs("ar2", "workers=2", f"train.max_steps={STEPS}"))
-    assert m["bytes_per_step"] == PARAMS * FP64 == 630_864
-    assert m["collectives_per_step"] == 1  # 315 KB fits DDP's first 1 MiB bucket
-    assert m["bytes_per_step_counts"] == {"630864": STEPS}
-    assert m["server_bytes_per_step"] is None
+    # A ring all-reduce sends 2(n-1)/n of the buffer per rank: all of it at n = 2.
+    assert m["wire_bytes_per_step"] == PARAMS * FP64 == 630_864
+    assert m["collectives_per_step"] == 1  # 631 KB fits DDP's first bucket
+    assert m["wire_bytes_histogram"] == [[630_864, STEPS]]
+    assert m["server_wire_bytes_per_step"] is None
     assert m["comm_time_s"] > 0
 
 
@@ -83,12 +84,12 @@ def test_parameter_server_equals_allreduce_and_the_server_carries_n_minus_1(runs
     assert max_diff(read_params(ps), initial_params()) > 1e-3, "training moved the parameters"
     m = metrics(ps)
     grad = PARAMS * FP64
-    assert m["bytes_per_step"] == 2 * grad  # a worker sends its gradients, receives the mean
-    assert m["server_bytes_per_step"] == 2 * (3 - 1) * grad  # the server: both, per worker
+    assert m["wire_bytes_per_step"] == grad  # a worker sends its gradients
+    assert m["server_wire_bytes_per_step"] == (3 - 1) * grad  # the server: the mean, to each
     assert m["collectives_per_step"] == 2
     # The exchange is timed where it happens; the no-sync calibration skips it.
     assert m["comm_time_s"] > 0 and m["exposed_comm_s"] is not None
-    assert m["comm_buckets"] == 0  # no DDP hook: the server is not all-reduce
+    assert m["comm_timing"] == "clock"  # no DDP: the exchange is timed by the clock around it
     assert read_run(ps)["sync"] == "param_server"
 
 
@@ -99,7 +100,7 @@ def test_local_sgd_with_period_1_equals_allreduce(runs):
     )
     assert max_diff(read_params(ar), read_params(local)) <= 1e-10
     m = metrics(local)
-    assert m["bytes_per_step"] == PARAMS * FP64  # the parameters, once per step
+    assert m["wire_bytes_per_step"] == PARAMS * FP64  # the parameters' all-reduce, every step
     assert read_run(local)["sync_label"] == "local_sgd (period 1)"
 
 
@@ -114,7 +115,7 @@ def test_fp16_compression_stays_within_fp16_rounding_of_allreduce(runs):
         # Each step's averaged gradient is rounded twice to fp16 (the cast, the sum): relative
         # error <= 2u per step; over the run that stays a few u of the distance travelled.
         assert 0 < diff <= 4 * FP16_UNIT_ROUNDOFF * moved, (name, diff / moved)
-    assert metrics(fp16_run)["bytes_per_step"] == PARAMS * 2  # 16 bits, whatever the model's
+    assert metrics(fp16_run)["wire_bytes_per_step"] == PARAMS * 2  # 16 bits, whatever the model's
 
 
 def powersgd_elements(rank: int) -> int:
@@ -144,7 +145,7 @@ def test_powersgd_sends_the_hand_counted_low_rank_factors(runs, rank):
     m = metrics(run)
     full, low = PARAMS * FP64, powersgd_elements(rank) * FP64
     # Two plain all-reduce steps, then PowerSGD's three all-reduces (uncompressed, P, Q).
-    assert m["bytes_per_step_counts"] == {str(low): 4, str(full): 2}
+    assert m["wire_bytes_histogram"] == sorted([[low, 4], [full, 2]])
     assert m["collectives_per_step"] == (2 * 1 + 4 * 3) / 6
     assert full / low == pytest.approx({1: 49.41, 8: 8.26}[rank], abs=0.01)
     assert np.isfinite(m["final_train_loss"])

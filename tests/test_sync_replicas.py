@@ -18,7 +18,8 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from suite.engine import distributed as dd
-from suite.sync import SyncSpec, build
+from suite.sync import build
+from suite.sync.local_sgd import LocalSGDConfig
 
 pytestmark = pytest.mark.multiproc
 
@@ -35,9 +36,7 @@ def tiny_model() -> nn.Module:
 def _worker(rank: int, store: str, out: str) -> None:
     dd.init_group("gloo", dd.Ranks(rank, WORLD, rank, WORLD), store, timeout_s=60)
     model = tiny_model()
-    strategy = build(
-        SyncSpec("local_sgd", period=PERIOD, warmup_steps=WARMUP), torch.device("cpu"), True
-    )
+    strategy = build(LocalSGDConfig(period=PERIOD, warmup_steps=WARMUP), torch.device("cpu"), WORLD)
     net = strategy.wrap(model, bucket_cap_mb=25)
     strategy.comm_hook().register(net)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)

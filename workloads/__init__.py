@@ -1,10 +1,12 @@
-"""Workload registry: name -> Workload class."""
+"""Workload registry: name -> Workload class. Adding a workload: its module (a config dataclass
+and a Workload subclass) and one line here."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from workloads.base import Data, Reference, Workload
+from workloads.base import Data, Workload, WorkloadConfig
 from workloads.cifar_resnet import CIFARResNet
 from workloads.mnist_1d import MNIST1DCNN, MNIST1DMLP
 from workloads.tiny_gpt import TinyGPTWorkload
@@ -18,11 +20,16 @@ def names() -> list[str]:
     return sorted(REGISTRY)
 
 
-def get_workload(name: str, **params: Any) -> Workload:
-    """Instantiate a registered workload; unknown names raise KeyError listing the choices."""
+def get_workload(name: str, cache_dir: str | Path | None = None, **params: Any) -> Workload:
+    """A registered workload with its config's defaults, ``params`` overriding them.
+
+    Unknown names raise KeyError listing the choices; bad values raise ValueError (or TypeError
+    for an unknown parameter).
+    """
     if name not in REGISTRY:
         raise KeyError(f"unknown workload '{name}' (choose from: {', '.join(names())})")
-    return REGISTRY[name](**params)
+    cls = REGISTRY[name]
+    return cls(cls.Config(**params), cache_dir=cache_dir)
 
 
-__all__ = ["Data", "Reference", "Workload", "REGISTRY", "get_workload", "names"]
+__all__ = ["Data", "Workload", "WorkloadConfig", "REGISTRY", "get_workload", "names"]

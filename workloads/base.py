@@ -1,25 +1,47 @@
-"""The workload interface: what a model family must supply to be benchmarked."""
+"""The workload interface: what a model family must supply to be benchmarked.
+
+A workload is its config (a dataclass: the knobs of its data and model, and the small-batch
+reference recipe the LR rules scale from, all with their defaults) and a class that builds the
+model and the data from it. Workloads know nothing about distribution: the engine shards the data
+and wraps the model.
+
+Field metadata states the bounds the config checker enforces (``ge``, ``gt``, ``le``, ``lt``,
+``choices``); a string right below a field documents it (`dpsuite run --help` shows it).
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
+# The reference recipe: how the workload trains at its small batch. Not part of the data key.
+RECIPE_FIELDS = ("base_lr", "base_batch", "epochs", "target_acc", "weight_decay")
 
-@dataclass(frozen=True)
-class Reference:
-    """Reference hyper-parameters: the small-batch recipe the LR rules scale from."""
 
-    base_lr: float
-    base_batch: int
-    epochs: int
-    target_acc: float
-    weight_decay: float = 5e-4
+@dataclass
+class WorkloadConfig:
+    """Fields every workload has: its name and its small-batch reference recipe."""
+
+    name: str = ""
+    """The workload (a config group choice: `workload=NAME`)."""
+    base_lr: float = field(default=0.1, metadata={"gt": 0})
+    """SGD learning rate at `base_batch`: the small-batch recipe the LR rules scale from."""
+    base_batch: int = field(default=32, metadata={"ge": 1})
+    """Global batch at which `base_lr` is the right LR."""
+    epochs: int = field(default=10, metadata={"ge": 1})
+    """Epochs of the reference recipe (`train.epochs` defaults to it)."""
+    target_acc: float = field(default=0.85, metadata={"gt": 0, "le": 1})
+    """Eval accuracy (a fraction) that counts as reaching the target (steps-to-target)."""
+    weight_decay: float = field(default=5e-4, metadata={"ge": 0})
+    """L2 weight decay of the recipe (`optimizer.weight_decay` defaults to it)."""
+
+    def check(self) -> None:
+        """Raise ValueError naming the key when a value cannot work (beyond the field bounds)."""
 
 
 @dataclass
@@ -39,19 +61,32 @@ class Data:
     def num_eval(self) -> int:
         return int(self.eval_x.shape[0])
 
+    def problem(self, classes: int) -> str | None:
+        """What is wrong with these tensors (empty split, non-finite input, label out of
+        range), or None when they are fit to train on."""
+        splits = (("train", self.train_x, self.train_y), ("eval", self.eval_x, self.eval_y))
+        for split, x, y in splits:
+            if x.shape[0] == 0 or x.shape[0] != y.shape[0]:
+                return f"{split} split has {x.shape[0]} inputs and {y.shape[0]} targets"
+            if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+                return f"{split} inputs hold NaN or infinite values"
+            if y.is_floating_point() or int(y.min()) < 0 or int(y.max()) >= classes:
+                return f"{split} labels are not integers in [0, {classes})"
+        return None
+
 
 class Workload(ABC):
-    """A model, its data, its loss and metric, and a reference recipe.
-
-    Workloads know nothing about distribution: the engine shards the data and wraps the model.
-    """
+    """A model, its data, its loss and metric, built from the workload's config."""
 
     name: ClassVar[str]
-    reference: ClassVar[Reference]
+    Config: ClassVar[type[WorkloadConfig]]
+    classes: ClassVar[int] = 10  # labels are integers in [0, classes)
+    tokens_per_sample: ClassVar[int | None] = None  # token workloads: for tokens/s
 
-    def __init__(self, cache_dir: str | Path | None = None, **params: Any) -> None:
+    def __init__(self, config: WorkloadConfig, cache_dir: str | Path | None = None) -> None:
+        config.check()
+        self.config = config
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else None
-        self.params = params
 
     @abstractmethod
     def build_model(self) -> nn.Module:
@@ -61,14 +96,22 @@ class Workload(ABC):
     def load_data(self) -> Data:
         """Train and eval data; generated or read from a local copy, never downloaded."""
 
+    @abstractmethod
+    def num_train(self) -> int:
+        """Training samples ``load_data()`` will return, known without loading them."""
+
     def data_key(self) -> tuple:
         """What identifies this workload's data: equal keys mean equal ``load_data()`` results.
 
         The engine keeps datasets in memory by this key, so that the runs of a sweep in one
         process generate or read each dataset once.
         """
-        params = tuple(sorted((k, repr(v)) for k, v in self.params.items()))
-        return (self.name, params, str(self.cache_dir))
+        params = tuple(
+            (f.name, repr(getattr(self.config, f.name)))
+            for f in fields(self.config)
+            if f.name not in RECIPE_FIELDS
+        )
+        return (params, str(self.cache_dir))
 
     def loss(self, output: Tensor, target: Tensor) -> Tensor:
         """Mean loss over the batch."""
@@ -78,14 +121,11 @@ class Workload(ABC):
         """Number of correct predictions and the number of predictions made."""
         return (output.argmax(dim=-1) == target).sum(), int(target.numel())
 
-    def describe(self) -> dict[str, Any]:
-        """Workload parameters to record with a run."""
-        return {"name": self.name, **self.params}
+
+def train_share(total: int) -> int:
+    """Samples of ``total`` that go to training: 80 %, the rest is the eval split."""
+    return total * 4 // 5
 
 
 def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
-
-
-def to_tensor(x: Any, dtype: torch.dtype) -> Tensor:
-    return torch.as_tensor(x).to(dtype)

@@ -13,14 +13,15 @@ distribution is not read (no pickle).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from workloads.base import Data, Reference, Workload
+from workloads.base import Data, Workload, WorkloadConfig, train_share
 
 IMAGE_SHAPE = (3, 32, 32)
 RECORD_BYTES = 1 + 3 * 32 * 32
@@ -119,41 +120,60 @@ def synthetic_images(num: int, classes: int, seed: int) -> tuple[Tensor, Tensor]
     return x.round().to(torch.uint8), y
 
 
+@dataclass
+class CIFARResNetConfig(WorkloadConfig):
+    """ResNet-18 on 32x32x3 images: synthetic by default, CIFAR-10 from a local binary copy."""
+
+    name: str = "cifar_resnet"
+    num_samples: int = field(default=5000, metadata={"ge": 20})
+    """Synthetic images, 80 % train / 20 % eval (ignored with data_root)."""
+    data_seed: int = field(default=42, metadata={"ge": 0})
+    """Seed of the synthetic images."""
+    width: int = field(default=64, metadata={"ge": 1})
+    """Channels of the first stage (64, 128, 256, 512 at 64); smaller is faster."""
+    data_root: str | None = None
+    """A local copy of CIFAR-10's binary batches (cifar-10-batches-bin); never downloaded."""
+    base_lr: float = 0.1
+    base_batch: int = 128
+    epochs: int = 30
+    target_acc: float = 0.90
+
+    def check(self) -> None:
+        if self.data_root:
+            find_cifar_bin(Path(self.data_root).expanduser())
+
+
 class CIFARResNet(Workload):
     """ResNet-18 on CIFAR-10 (local binary copy) or on synthetic 32x32x3 images."""
 
     name: ClassVar[str] = "cifar_resnet"
-    reference: ClassVar[Reference] = Reference(
-        base_lr=0.1, base_batch=128, epochs=30, target_acc=0.90, weight_decay=5e-4
-    )
+    Config = CIFARResNetConfig
+    config: CIFARResNetConfig
 
-    def __init__(
-        self,
-        num_samples: int = 5000,
-        data_seed: int = 42,
-        width: int = 64,
-        data_root: str | None = None,
-        **kw: Any,
-    ) -> None:
-        super().__init__(
-            num_samples=int(num_samples), data_seed=int(data_seed), width=int(width), **kw
-        )
-        if int(num_samples) < 20:
-            raise ValueError(f"workload.num_samples must be at least 20, got {num_samples}")
-        if int(width) < 1:
-            raise ValueError(f"workload.width must be >= 1, got {width}")
-        self.num_samples, self.data_seed, self.width = int(num_samples), int(data_seed), int(width)
-        self.data_dir = find_cifar_bin(Path(data_root).expanduser()) if data_root else None
-        self.params["data_root"] = str(self.data_dir) if self.data_dir else None
+    @property
+    def data_dir(self) -> Path | None:
+        root = self.config.data_root
+        return find_cifar_bin(Path(root).expanduser()) if root else None
+
+    def data_key(self) -> tuple:
+        c = self.config
+        if c.data_root:
+            return ("cifar10", str(self.data_dir))
+        return ("cifar_synthetic", c.num_samples, c.data_seed)
 
     def build_model(self) -> nn.Module:
-        return ResNet18(self.width)
+        return ResNet18(self.config.width)
+
+    def num_train(self) -> int:
+        if self.data_dir is not None:
+            return sum((self.data_dir / f).stat().st_size // RECORD_BYTES for f in TRAIN_FILES)
+        return train_share(self.config.num_samples)
 
     def load_data(self) -> Data:
         if self.data_dir is not None:
             train_x, train_y = read_cifar_bin([self.data_dir / f for f in TRAIN_FILES])
             eval_x, eval_y = read_cifar_bin([self.data_dir / TEST_FILE])
             return Data(train_x, train_y, eval_x, eval_y)
-        x, y = synthetic_images(self.num_samples, 10, self.data_seed)
-        n_train = self.num_samples * 4 // 5  # 80 % train / 20 % eval, as for MNIST-1D
+        x, y = synthetic_images(self.config.num_samples, self.classes, self.config.data_seed)
+        n_train = train_share(self.config.num_samples)  # 80 % train / 20 % eval, as for MNIST-1D
         return Data(x[:n_train], y[:n_train], x[n_train:], y[n_train:])

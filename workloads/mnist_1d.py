@@ -7,6 +7,9 @@ import json
 import os
 import random
 import tempfile
+import warnings
+import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -14,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from workloads.base import Data, Reference, Workload
+from workloads.base import Data, Workload, WorkloadConfig
 
 DEFAULT_CACHE = Path("~/.cache/dpsuite").expanduser()
 
@@ -57,42 +60,113 @@ def generate(args: dict[str, Any]) -> dict[str, np.ndarray]:
     }
 
 
+ARRAYS = {"x": np.float32, "y": np.int64, "x_test": np.float32, "y_test": np.int64}
+SIGNAL_LENGTH = 40
+CLASSES = 10
+
+
+def split_sizes(args: dict[str, Any]) -> tuple[int, int]:
+    """(train, test) samples the generator makes from these arguments."""
+    n_train = int(args["num_samples"] * args["train_split"])
+    return n_train, args["num_samples"] - n_train
+
+
+def damage(arrays: dict[str, np.ndarray], args: dict[str, Any]) -> str | None:
+    """Why cached arrays cannot be the generator's output for ``args``, or None."""
+    if set(arrays) != set(ARRAYS):
+        return f"holds {sorted(arrays)} instead of {sorted(ARRAYS)}"
+    n_train, n_test = split_sizes(args)
+    shapes = {
+        "x": (n_train, SIGNAL_LENGTH),
+        "y": (n_train,),
+        "x_test": (n_test, SIGNAL_LENGTH),
+        "y_test": (n_test,),
+    }
+    for key, dtype in ARRAYS.items():
+        a = arrays[key]
+        if a.dtype != dtype or a.shape != shapes[key]:
+            want = f"{np.dtype(dtype)}{list(shapes[key])}"
+            return f"{key} is {a.dtype}{list(a.shape)}, expected {want}"
+    if not (np.isfinite(arrays["x"]).all() and np.isfinite(arrays["x_test"]).all()):
+        return "signals hold NaN or infinite values"
+    labels = np.concatenate([arrays["y"], arrays["y_test"]])
+    if labels.min() < 0 or labels.max() >= CLASSES:
+        return f"labels outside 0..{CLASSES - 1}"
+    return None
+
+
+def read_cache(path: Path, args: dict[str, Any]) -> dict[str, np.ndarray] | None:
+    """The cached arrays if ``path`` holds a sound copy; a damaged file is named in a warning."""
+    if not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {k: f[k] for k in f.files}
+        why = damage(arrays, args)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        why = f"unreadable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    if why is None:
+        return arrays
+    warnings.warn(f"data cache {path} is damaged: {why}; generating the data again", stacklevel=3)
+    return None
+
+
+def write_cache(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Cache the arrays atomically (safe with many ranks); if that fails, say so and go on."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, **arrays)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    except OSError as exc:
+        warnings.warn(
+            f"cannot write the data cache {path} ({exc.strerror or exc}): the data is kept in "
+            "memory only and generated again by the next process",
+            stacklevel=3,
+        )
+
+
 def load_or_generate(cache_dir: Path, num_samples: int, data_seed: int) -> dict[str, np.ndarray]:
-    """Read the cached arrays, or generate and cache them (atomically: safe with many ranks)."""
+    """Read the cached arrays, or generate (and cache) them when absent or damaged."""
     args = generation_args(num_samples, data_seed)
     path = cache_path(cache_dir, args)
-    if path.exists():
-        with np.load(path, allow_pickle=False) as f:
-            return {k: f[k] for k in f.files}
-    arrays = generate(args)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    arrays = read_cache(path, args)
+    if arrays is None:
+        arrays = generate(args)
+        write_cache(path, arrays)
     return arrays
+
+
+@dataclass
+class MNIST1DConfig(WorkloadConfig):
+    """MNIST-1D, generated offline by the `mnist1d` package's own generator."""
+
+    num_samples: int = field(default=50_000, metadata={"ge": 100})
+    """Samples generated: 80 % train, 20 % test."""
+    data_seed: int = field(default=42, metadata={"ge": 0})
+    """Seed of the generator (the data, not the training)."""
 
 
 class MNIST1DWorkload(Workload):
     """Shared data handling for the MNIST-1D models."""
 
-    def __init__(self, num_samples: int = 50_000, data_seed: int = 42, **kw: Any) -> None:
-        super().__init__(num_samples=int(num_samples), data_seed=int(data_seed), **kw)
-        if int(num_samples) < 100:
-            raise ValueError(f"workload.num_samples must be at least 100, got {num_samples}")
-        self.num_samples = int(num_samples)
-        self.data_seed = int(data_seed)
+    config: MNIST1DConfig
 
     def data_key(self) -> tuple:
         # The MLP and the CNN train on the same generated data.
-        return ("mnist1d", self.num_samples, self.data_seed)
+        return ("mnist1d", self.config.num_samples, self.config.data_seed, str(self.cache_dir))
+
+    def num_train(self) -> int:
+        return split_sizes(generation_args(self.config.num_samples, self.config.data_seed))[0]
 
     def load_data(self) -> Data:
-        a = load_or_generate(self.cache_dir or DEFAULT_CACHE, self.num_samples, self.data_seed)
+        c = self.config
+        a = load_or_generate(self.cache_dir or DEFAULT_CACHE, c.num_samples, c.data_seed)
         return Data(
             train_x=torch.from_numpy(a["x"]),
             train_y=torch.from_numpy(a["y"]),
@@ -101,13 +175,20 @@ class MNIST1DWorkload(Workload):
         )
 
 
+@dataclass
+class MNIST1DMLPConfig(MNIST1DConfig):
+    name: str = "mnist1d_mlp"
+    base_lr: float = 0.1
+    base_batch: int = 32
+    epochs: int = 10
+    target_acc: float = 0.85
+
+
 class MNIST1DMLP(MNIST1DWorkload):
     """The MLP baseline of the MNIST-1D paper: 40-256-256-10."""
 
     name: ClassVar[str] = "mnist1d_mlp"
-    reference: ClassVar[Reference] = Reference(
-        base_lr=0.1, base_batch=32, epochs=10, target_acc=0.85
-    )
+    Config = MNIST1DMLPConfig
 
     def build_model(self) -> nn.Module:
         return nn.Sequential(
@@ -132,13 +213,20 @@ class _Conv1DNet(nn.Module):
         return self.head(self.features(x.unsqueeze(1)).flatten(1))
 
 
+@dataclass
+class MNIST1DCNNConfig(MNIST1DConfig):
+    name: str = "mnist1d_cnn"
+    base_lr: float = 0.05
+    base_batch: int = 32
+    epochs: int = 10
+    target_acc: float = 0.90
+
+
 class MNIST1DCNN(MNIST1DWorkload):
     """The small 1-D convolutional net of the MNIST-1D paper (three conv layers, one linear)."""
 
     name: ClassVar[str] = "mnist1d_cnn"
-    reference: ClassVar[Reference] = Reference(
-        base_lr=0.05, base_batch=32, epochs=10, target_acc=0.90
-    )
+    Config = MNIST1DCNNConfig
 
     def build_model(self) -> nn.Module:
         return _Conv1DNet()

@@ -12,13 +12,14 @@ A local text file (``text_path``) is read as bytes (vocabulary 256).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from workloads.base import Data, Reference, Workload
+from workloads.base import Data, Workload, WorkloadConfig, train_share
 
 
 class Block(nn.Module):
@@ -85,70 +86,83 @@ def text_tokens(path: Path, context: int) -> Tensor:
     return raw[: n * (context + 1)].view(n, context + 1)
 
 
+@dataclass
+class TinyGPTConfig(WorkloadConfig):
+    """A small decoder-only transformer language model (next-token prediction)."""
+
+    name: str = "tiny_gpt"
+    num_samples: int = field(default=4000, metadata={"ge": 10})
+    """Synthetic sequences, 80 % train / 20 % eval (ignored with text_path)."""
+    data_seed: int = field(default=42, metadata={"ge": 0})
+    """Seed of the synthetic tokens."""
+    vocab_size: int = field(default=256, metadata={"ge": 1})
+    """Vocabulary (must be 256 with text_path: bytes)."""
+    context: int = field(default=64, metadata={"ge": 1})
+    """Tokens per sequence."""
+    depth: int = field(default=2, metadata={"ge": 1})
+    """Transformer blocks."""
+    width: int = field(default=128, metadata={"ge": 1})
+    """Embedding width (divisible by heads)."""
+    heads: int = field(default=4, metadata={"ge": 1})
+    """Attention heads."""
+    noise: float = field(default=0.1, metadata={"ge": 0, "le": 1})
+    """Synthetic: fraction of random tokens (the best accuracy is about 1 - noise)."""
+    text_path: str | None = None
+    """A local text file, read as bytes, instead of synthetic tokens."""
+    base_lr: float = 0.1
+    base_batch: int = 32
+    epochs: int = 5
+    target_acc: float = 0.85
+    weight_decay: float = 0.0
+
+    def check(self) -> None:
+        if self.width % self.heads:
+            raise ValueError(
+                f"workload.width={self.width} is not divisible by workload.heads={self.heads}"
+            )
+        if self.text_path:
+            path = Path(self.text_path).expanduser()
+            if not path.is_file():
+                raise ValueError(f"text_path {path} is not a readable file")
+            if self.vocab_size != 256:
+                raise ValueError("a text_path is read as bytes: workload.vocab_size must be 256")
+
+
 class TinyGPTWorkload(Workload):
     """Next-token prediction with a small GPT."""
 
     name: ClassVar[str] = "tiny_gpt"
-    reference: ClassVar[Reference] = Reference(
-        base_lr=0.1, base_batch=32, epochs=5, target_acc=0.85, weight_decay=0.0
-    )
+    Config = TinyGPTConfig
+    config: TinyGPTConfig
 
-    def __init__(
-        self,
-        num_samples: int = 4000,
-        data_seed: int = 42,
-        vocab_size: int = 256,
-        context: int = 64,
-        depth: int = 2,
-        width: int = 128,
-        heads: int = 4,
-        noise: float = 0.1,
-        text_path: str | None = None,
-        **kw: Any,
-    ) -> None:
-        super().__init__(
-            num_samples=num_samples,
-            data_seed=data_seed,
-            vocab_size=vocab_size,
-            context=context,
-            depth=depth,
-            width=width,
-            heads=heads,
-            noise=noise,
-            text_path=text_path,
-            **kw,
-        )
-        for key in ("num_samples", "vocab_size", "context", "depth", "width", "heads"):
-            if int(self.params[key]) < 1:
-                raise ValueError(f"workload.{key} must be >= 1, got {self.params[key]}")
-        if int(width) % int(heads):
-            raise ValueError(f"workload.width={width} is not divisible by workload.heads={heads}")
-        if not 0 <= float(noise) <= 1:
-            raise ValueError(f"workload.noise must be in [0, 1], got {noise}")
-        self.text_path = Path(text_path).expanduser() if text_path else None
+    @property
+    def classes(self) -> int:  # type: ignore[override]
+        return self.config.vocab_size
+
+    @property
+    def tokens_per_sample(self) -> int:  # type: ignore[override]
+        return self.config.context  # each sample predicts `context` next tokens
+
+    @property
+    def text_path(self) -> Path | None:
+        return Path(self.config.text_path).expanduser() if self.config.text_path else None
+
+    def num_train(self) -> int:
         if self.text_path is not None:
-            if not self.text_path.is_file():
-                raise ValueError(f"text_path {self.text_path} is not a readable file")
-            if int(vocab_size) != 256:
-                raise ValueError("a text_path is read as bytes: workload.vocab_size must be 256")
-        elif int(num_samples) < 10:
-            raise ValueError(f"workload.num_samples must be at least 10, got {num_samples}")
-        self.num_samples, self.data_seed = int(num_samples), int(data_seed)
-        self.vocab, self.context = int(vocab_size), int(context)
-        self.depth, self.width, self.heads = int(depth), int(width), int(heads)
-        self.noise = float(noise)
+            return train_share(self.text_path.stat().st_size // (self.config.context + 1))
+        return train_share(self.config.num_samples)
 
     def build_model(self) -> nn.Module:
-        return TinyGPT(self.vocab, self.context, self.depth, self.width, self.heads)
+        c = self.config
+        return TinyGPT(c.vocab_size, c.context, c.depth, c.width, c.heads)
 
     def load_data(self) -> Data:
+        c = self.config
         if self.text_path is not None:
-            seqs = text_tokens(self.text_path, self.context)
+            seqs = text_tokens(self.text_path, c.context)
         else:
-            seqs = synthetic_tokens(
-                self.num_samples, self.context, self.vocab, self.noise, self.data_seed
-            )
-        n_train = len(seqs) * 4 // 5  # 80 % train / 20 % eval (a text file: its tail)
+            seqs = synthetic_tokens(c.num_samples, c.context, c.vocab_size, c.noise, c.data_seed)
+        n_train = train_share(len(seqs))  # 80 % train / 20 % eval (a text file: its tail)
         x, y = seqs[:, :-1].contiguous(), seqs[:, 1:].contiguous()
         return Data(x[:n_train], y[:n_train], x[n_train:], y[n_train:])
 

@@ -54,7 +54,7 @@ def _run(args: list[str]) -> int:
         return sweep.run_sweep(None, overrides)
     plan = preflight.plan(overrides, multirun=False)
     hydra_app.OUTCOMES.clear()
-    dirs = [spec.results_dir for spec in plan.specs]
+    dirs = [spec.cfg.results_dir for spec in plan.specs]
     lock = results_lock.for_launcher(dirs, shlex.join(["dpsuite", "run", *overrides]))
     with lock, progress.activated(progress.for_terminal()):
         hydra_app.run_hydra(overrides)

@@ -8,6 +8,7 @@ overrides, which replace a preset's axis of the same name.
 from __future__ import annotations
 
 import copy
+import difflib
 from dataclasses import dataclass, field
 
 from hydra import compose, initialize_config_module
@@ -16,8 +17,9 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigAttributeError, OmegaConfBaseException, ValidationError
 
+from suite.conf import schema
 from suite.errors import UserError
 
 CONFIG_MODULE = "suite.conf"
@@ -25,15 +27,25 @@ GROUPS = ("workload", "lr_rule", "sweep", "sync")
 MAX_CHECKED_POINTS = 4096
 
 
-def _group_choices(group: str) -> list[str]:
-    from importlib import resources
+def group_choices(group: str) -> list[str]:
+    """A config group's options: sweep presets are YAML files, the rest come from registries."""
+    if group == "sweep":
+        from importlib import resources
 
-    files = resources.files(CONFIG_MODULE).joinpath(group).iterdir()
-    return sorted(f.name[:-5] for f in files if f.name.endswith(".yaml"))
+        files = resources.files(CONFIG_MODULE).joinpath(group).iterdir()
+        return sorted(f.name[:-5] for f in files if f.name.endswith(".yaml"))
+    return schema.group_choices(group)
+
+
+def did_you_mean(word: str, choices: list[str]) -> str:
+    """ " (did you mean X?)" for a close choice, else ""."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def compose_config(overrides: list[str], with_hydra: bool = False) -> DictConfig:
     """The composed config for ``overrides``; bad overrides raise UserError with one line."""
+    schema.register()
     try:
         with initialize_config_module(config_module=CONFIG_MODULE, version_base=None):
             return compose(
@@ -42,16 +54,48 @@ def compose_config(overrides: list[str], with_hydra: bool = False) -> DictConfig
     except MissingConfigException as exc:
         for group in GROUPS:
             chosen = _choice(overrides, group)
-            if chosen is not None and chosen not in _group_choices(group):
+            choices = group_choices(group)
+            if chosen is not None and chosen not in choices:
                 raise UserError(
-                    f"unknown {group} '{chosen}' (choose from: {', '.join(_group_choices(group))})"
+                    f"unknown {group} '{chosen}'{did_you_mean(chosen, choices)} "
+                    f"(choose from: {', '.join(choices)})"
                 ) from None
         raise UserError(_first_line(exc)) from None
     except (HydraException, OmegaConfBaseException, ValueError) as exc:
-        line = _first_line(exc)
-        if line.startswith("Could not override"):
-            line += " There is no such config key (see `dpsuite run --cfg job`)."
-        raise UserError(line) from None
+        raise UserError(_override_error(exc, overrides)) from None
+
+
+def _override_error(exc: BaseException, overrides: list[str]) -> str:
+    """One line for an override Hydra could not apply: an unknown key, or a value of the
+    wrong type for its key."""
+    cause = exc.__cause__
+    key = getattr(cause, "full_key", None)
+    if isinstance(cause, ConfigAttributeError) and key:
+        rest = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] != key]
+        parent, _, leaf = str(key).rpartition(".")
+        node = compose_config(rest).get(parent) if parent else compose_config(rest)
+        known = [str(k) for k in node] if isinstance(node, DictConfig) else []
+        hint = did_you_mean(leaf, known)
+        where = f"{parent} has: {', '.join(known)}" if parent else "see `dpsuite run --help`"
+        return f"unknown config key '{key}'{hint}; {where}"
+    if isinstance(cause, ValidationError) and key:
+        value = next(
+            (o.split("=", 1)[1] for o in overrides if o.lstrip("+").split("=", 1)[0] == key), "?"
+        )
+        text = str(cause)
+        for marker, wanted in TYPE_WORDS.items():
+            if marker in text:
+                return f"{key} must be {wanted}, got {value}"
+        return f"{key}={value}: {_first_line(cause)}"
+    return _first_line(exc)
+
+
+# How OmegaConf's validation messages name a type, and how we say it.
+TYPE_WORDS = {
+    "converted to Integer": "an integer",
+    "is not a valid bool": "true or false",
+    "converted to Float": "a number",
+}
 
 
 def _choice(overrides: list[str], group: str) -> str | None:
@@ -100,7 +144,7 @@ def _check_shape(override) -> None:
     if key in GROUPS and not override.is_sweep_override():
         value = override.value()
         if not isinstance(value, str):
-            choices = ", ".join(_group_choices(key))
+            choices = ", ".join(group_choices(key))
             shown = override.input_line.split("=", 1)[-1]
             raise UserError(
                 f"{key}={shown}: {key} takes one name (choose from: {choices}); "
@@ -211,7 +255,7 @@ def _is_sweep(override: str) -> bool:
 
 
 def _reject_composite_preset(cfg: DictConfig) -> None:
-    if "parts" in cfg.get("sweep", {}):
+    if "parts" in (cfg.get("sweep") or {}):
         raise UserError(
             "this sweep preset runs other presets in turn; start it with `dpsuite sweep NAME`"
         )

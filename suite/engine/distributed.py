@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
+import json
 import os
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from multiprocessing import connection as mp_connection
 from pathlib import Path
 
 import torch
@@ -111,6 +115,8 @@ class WorkerFailure(RuntimeError):
 
 
 STOP_GRACE_S = 5.0
+STOPPED_LIMIT_S = 10.0  # a worker stopped (SIGSTOP, a debugger) this long fails the run
+POLL_S = 0.2
 
 
 def spawn_local(
@@ -119,41 +125,88 @@ def spawn_local(
     nprocs: int,
     threads_per_worker: int,
     start_method: str = "spawn",
+    scratch: Path | None = None,
 ) -> None:
     """Start ``nprocs`` processes on this host as ``fn(local_rank, init_method, *args)`` and
     supervise them until they end.
 
-    They rendezvous through a FileStore in a private temporary directory. A worker that dies or
-    raises stops its siblings at once (they would otherwise wait in a collective until the
-    process-group timeout) and raises WorkerFailure; an interrupt of the launcher (Ctrl-C,
-    SIGTERM turned into an exception) stops them too before it propagates.
+    They rendezvous through a FileStore in a private directory under ``scratch`` (the results
+    directory's scratch space; the system's temporary directory without it), removed when they
+    end; what a killed launcher leaves there is removed by the next command on that results
+    directory.
+    The first worker that dies, raises or stays stopped stops its siblings at once (they would
+    otherwise wait in a collective until the process-group timeout) and raises WorkerFailure
+    naming it; an interrupt of the launcher (Ctrl-C, SIGTERM turned into an exception) stops
+    them too before it propagates.
     """
     # Each child picks the thread count up at import; set it before they start.
     os.environ["OMP_NUM_THREADS"] = str(threads_per_worker)
     if sys.platform.startswith("linux"):
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # all ranks are on this host
-    with tempfile.TemporaryDirectory(prefix="dpsuite-store-") as tmp:
+    if scratch is not None:
+        scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="dpsuite-store-", dir=scratch) as tmp:
         init_method = Path(tmp, "store").as_uri()
         ctx = mp.start_processes(
             _child,
-            args=(fn, init_method, *args),
+            args=(fn, init_method, tmp, *args),
             nprocs=nprocs,
             start_method=start_method,
             join=False,
         )
         try:
-            while not ctx.join(timeout=1.0, grace_period=STOP_GRACE_S):
-                pass
-        except (mp.ProcessRaisedException, mp.ProcessExitedException) as exc:
-            raise WorkerFailure(failure_reason(ctx.processes, exc)) from None
+            supervise(ctx.processes, Path(tmp))
         except BaseException:
             stop_workers(ctx.processes)
             raise
+        finally:
+            for p in ctx.processes:
+                p.join()
 
 
-def _child(local_rank: int, fn: Callable[..., None], init_method: str, *args) -> None:
+def supervise(processes, tmp: Path) -> None:
+    """Wait until every worker has exited 0; WorkerFailure at the first one that does not."""
+    stopped_since: dict[int, float] = {}
+    while True:
+        codes = [p.exitcode for p in processes]
+        if all(c == 0 for c in codes):
+            return
+        failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
+        if failed:  # read before any sibling is stopped by us: its exit says nothing
+            raise WorkerFailure(failure_reason(failed, tmp))
+        now = time.monotonic()
+        for i, p in enumerate(processes):
+            if p.exitcode is None and process_state(p.pid) == "T":
+                since = stopped_since.setdefault(i, now)
+                if now - since >= STOPPED_LIMIT_S:
+                    raise WorkerFailure(
+                        f"no progress from rank {i} for {now - since:.0f} s: its process is "
+                        "stopped (SIGSTOP or a debugger)"
+                    )
+            else:
+                stopped_since.pop(i, None)
+        mp_connection.wait([p.sentinel for p in processes if p.exitcode is None], POLL_S)
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of a Linux process (R, S, T, Z, ...), None where it cannot be read."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _child(local_rank: int, fn: Callable[..., None], init_method: str, tmp: str, *args) -> None:
     die_with_parent()
-    fn(local_rank, init_method, *args)
+    try:
+        fn(local_rank, init_method, *args)
+    except BaseException as exc:  # the launcher names this worker's first line, not a pickle
+        error = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
+        if isinstance(exc, KeyboardInterrupt):
+            error = "interrupted"
+        with contextlib.suppress(OSError):
+            Path(tmp, f"error-{local_rank}.json").write_text(json.dumps({"error": error}))
+        raise
 
 
 def die_with_parent() -> None:
@@ -168,28 +221,30 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-def failure_reason(processes, exc: Exception) -> str:
-    """Name the root cause: a worker killed by a signal, else the first error raised."""
-    killed = [
-        (i, p.exitcode)
-        for i, p in enumerate(processes)
-        if p.exitcode is not None and p.exitcode < 0 and -p.exitcode != signal.SIGTERM
-    ]
-    raised = ""
-    if isinstance(exc, mp.ProcessRaisedException):
-        raised = f"rank {exc.error_index}: {str(exc).strip().splitlines()[-1][:200]}"
-    if not killed:
-        return raised or f"worker {exc.error_index} exited with code {exc.exit_code}"
-    i, code = killed[0]
-    reason = f"worker {i} died ({signal.Signals(-code).name})"
-    return f"{reason}; then {raised}" if raised else reason
+def failure_reason(failed: list[tuple[int, int]], tmp: Path) -> str:
+    """Name the first cause among the workers found exited: one killed by a signal (nobody in
+    this launcher has signalled any yet), else the error one of them raised."""
+    for i, code in failed:
+        if code < 0:
+            return f"worker {i} died ({signal.Signals(-code).name})"
+    for i, _ in failed:
+        try:
+            error = json.loads(Path(tmp, f"error-{i}.json").read_text())["error"]
+        except (OSError, ValueError, KeyError):
+            continue
+        return f"rank {i}: {error}"
+    i, code = failed[0]
+    return f"worker {i} exited with code {code}"
 
 
 def stop_workers(processes) -> None:
-    """SIGTERM every live worker, then SIGKILL what is left after a grace period."""
+    """SIGTERM every live worker (continuing a stopped one, so it can act on it), then SIGKILL
+    what is left after a grace period."""
     for p in processes:
         if p.is_alive():
             p.terminate()
+            with contextlib.suppress(OSError):
+                os.kill(p.pid, signal.SIGCONT)
     for p in processes:
         p.join(STOP_GRACE_S)
         if p.is_alive():
@@ -232,6 +287,13 @@ def all_reduce_sum(values: list[float], device: torch.device) -> list[float]:
     if active():
         dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return t.tolist()
+
+
+def max_across_ranks(values: list[float], device: torch.device) -> list[float]:
+    """Element-wise max across ranks of a same-length list of floats (float64)."""
+    if not values:
+        return []
+    return gather_max(torch.tensor(values, dtype=torch.float64, device=device)).cpu().tolist()
 
 
 def gather_max(values: torch.Tensor) -> torch.Tensor:

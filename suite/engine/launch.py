@@ -1,9 +1,22 @@
-"""Start or join the N ranks of one run, and make sure its run.json ends in a final status."""
+"""Start or join the N ranks of one run, and make sure its run.json ends in a final status.
+
+A complete result is reused (the run is skipped) only when it was measured on this machine
+with the same config, every key that changes what is measured or recorded included. A result
+that is not reused is never destroyed before its replacement exists: a new attempt over a
+complete or diverged result writes beside it (``RESULTS_DIR/.attempts/<run_id>/``) and takes
+its place only when it ends complete or diverged. An attempt that fails, or is killed, leaves
+the previous result where it was (and itself in ``.attempts/`` to look at).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -14,21 +27,114 @@ from suite.engine import distributed as dd
 from suite.engine.distributed import Ranks
 from suite.errors import ResultsWriteError
 from suite.measure.fingerprint import fingerprint
-from suite.results import RunWriter, read_json, read_status
+from suite.results import RunWriter, effective_status, read_json, read_status
+from suite.results.store import ATTEMPTS_DIR, SCRATCH_DIR
 
 SKIPPED = "skipped"
+# Config keys that say where results go and how processes start, not what a run measures: a
+# complete result stays valid whatever they are.
+VOLATILE_KEYS = ("results_dir", "force", "cache_dir", "ddp.start_method", "ddp.timeout_s")
+KEPT_STATUSES = ("complete", "diverged")
 
 
 def base_record(spec: RunSpec, local_workers: int) -> dict:
-    procs = 1 if spec.mode == "simulated" else local_workers
+    procs = 1 if spec.cfg.mode == "simulated" else local_workers
     hardware = fingerprint(
-        spec.hardware_tag, spec.backend, procs, spec.threads_per_worker, usable_cores()
+        spec.cfg.hardware.tag, spec.backend, procs, spec.threads_per_worker, usable_cores()
     )
     return {**spec.summary(), "config": spec.config, "hardware": hardware, "metrics": {}}
 
 
-def already_complete(spec: RunSpec) -> bool:
-    return not spec.force and read_status(spec.run_dir) == "complete"
+def read_record(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        rec = read_json(run_dir / "run.json")
+    except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def config_difference(recorded: dict[str, Any], wanted: dict[str, Any]) -> str | None:
+    """The first key (dotted) whose value differs, outside the volatile keys; None if none."""
+
+    def flat(d: Any, prefix: str = "") -> dict[str, Any]:
+        if not isinstance(d, dict):
+            return {prefix.rstrip("."): d}
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(flat(v, f"{prefix}{k}."))
+        return out
+
+    a, b = flat(recorded), flat(wanted)
+    for key in sorted(a.keys() | b.keys()):
+        if key.startswith(VOLATILE_KEYS) or a.get(key) == b.get(key):
+            continue
+        return f"{key}={a.get(key)!r} there, {b.get(key)!r} now"
+    return None
+
+
+def reuse_blocker(spec: RunSpec, previous: dict[str, Any] | None, machine_id: str) -> str | None:
+    """Why the result in the run directory cannot stand for this run (None: reuse it)."""
+    if previous is None:
+        return "no result yet"
+    status = effective_status(previous)
+    if spec.cfg.force:
+        return "force=true"
+    if status != "complete":
+        return f"the result there is {status}"
+    if (previous.get("hardware") or {}).get("machine_id") != machine_id:
+        host = (previous.get("hardware") or {}).get("hostname")
+        return f"the result there was measured on another machine ({host})"
+    difference = config_difference(previous.get("config") or {}, spec.config)
+    return f"the result there differs: {difference}" if difference else None
+
+
+def reusable(spec: RunSpec) -> bool:
+    """Whether this machine would skip ``spec`` because its complete result stands."""
+    machine = base_record(spec, spec.workers)["hardware"]["machine_id"]
+    return reuse_blocker(spec, read_record(spec.run_dir), machine) is None
+
+
+@dataclass
+class Attempt:
+    """Where one attempt at a run writes, and how it takes the run directory's place."""
+
+    run_dir: Path
+    dir: Path
+    previous: str | None  # status of a result kept until this attempt replaces it
+
+    @classmethod
+    def beside(cls, spec: RunSpec, previous: dict[str, Any] | None) -> Attempt:
+        status = effective_status(previous) if previous else None
+        if status not in KEPT_STATUSES:  # nothing worth keeping: write in place
+            return cls(spec.run_dir, spec.run_dir, None)
+        where = spec.run_dir.parent / ATTEMPTS_DIR / spec.run_id
+        try:
+            shutil.rmtree(where, ignore_errors=True)  # an older attempt's leftovers
+        except OSError as exc:
+            raise ResultsWriteError(where, exc) from None
+        return cls(spec.run_dir, where, status)
+
+    def settle(self, status: str, run_id: str) -> str:
+        """Put a finished attempt in place of the previous result, or keep the previous one."""
+        if self.dir == self.run_dir:
+            return status
+        if status not in KEPT_STATUSES:
+            print(
+                f"{run_id}: this attempt {status}; the previous {self.previous} result is kept "
+                f"(the attempt is in {self.dir})",
+                file=sys.stderr,
+            )
+            return status
+        replaced = self.dir.with_name(self.dir.name + ".replaced")
+        try:
+            shutil.rmtree(replaced, ignore_errors=True)
+            os.replace(self.run_dir, replaced)
+            os.replace(self.dir, self.run_dir)
+            shutil.rmtree(replaced, ignore_errors=True)
+        except OSError as exc:
+            raise ResultsWriteError(self.run_dir, exc) from None
+        print(f"{run_id}: {status}; it replaced the previous {self.previous} result")
+        return status
 
 
 def launch(spec: RunSpec) -> str:
@@ -36,54 +142,76 @@ def launch(spec: RunSpec) -> str:
     joined = dd.ranks_from_env()
     if joined is not None:
         return join_existing(spec, joined)
-    if already_complete(spec):
+    record = base_record(spec, spec.workers)
+    previous = read_record(spec.run_dir)
+    blocker = reuse_blocker(spec, previous, record["hardware"]["machine_id"])
+    if blocker is None:
         print(f"{spec.run_id}: already complete in {spec.run_dir}, skipped (force=true reruns it)")
         return SKIPPED
-    writer = RunWriter(spec.run_dir)
-    writer.start(base_record(spec, spec.workers))
+    attempt = Attempt.beside(spec, previous)
+    writer = RunWriter(attempt.dir)
+    writer.start(record)
     try:
-        if spec.workers == 1 or spec.mode == "simulated":
-            return run_rank(spec, Ranks(0, 1, 0, 1), init_method=None)
-        with progress.relay_from_children():
-            return spawn(spec, writer)
+        if spec.processes == 1:
+            status = run_rank(spec, attempt.dir, Ranks(0, 1, 0, 1), init_method=None)
+        else:
+            with progress.relay_from_children(scratch_dir(spec)):
+                status = spawn(spec, attempt.dir, writer)
     except ResultsWriteError:
         raise  # not a failure of this run: nothing more can be written (the caller stops)
     except Exception as exc:
         # A failed run is a result of the sweep, not the end of it: record it and go on.
-        return after_failure(spec, writer, describe(exc))
+        status = after_failure(spec, writer, describe(exc))
+    return attempt.settle(status, spec.run_id)
 
 
 def join_existing(spec: RunSpec, ranks: Ranks) -> str:
     """Under torchrun or srun: the ranks exist, so join their process group."""
     dd.slurm_master_env()
-    skip = [False]
+    decision: list[Any] = [None, None]  # [skip, the attempt's directory], decided by rank 0
+    attempt, writer = None, None
     if ranks.rank == 0:
-        skip[0] = already_complete(spec)
-        if not skip[0]:
-            RunWriter(spec.run_dir).start(base_record(spec, ranks.local_world_size))
+        record = base_record(spec, ranks.local_world_size)
+        previous = read_record(spec.run_dir)
+        skip = reuse_blocker(spec, previous, record["hardware"]["machine_id"]) is None
+        if not skip:
+            attempt = Attempt.beside(spec, previous)
+            writer = RunWriter(attempt.dir)
+            writer.start(record)
+        decision = [skip, str(attempt.dir) if attempt else None]
     device = dd.device_for(spec.device, ranks.local_rank)
-    dd.init_group(spec.backend, ranks, "env://", spec.timeout_s)
-    torch.distributed.broadcast_object_list(skip, src=0)
-    if skip[0]:
+    try:
+        dd.init_group(spec.backend, ranks, "env://", spec.cfg.ddp.timeout_s)
+        torch.distributed.broadcast_object_list(decision, src=0)
+    except Exception as exc:  # the other ranks never came: this run failed, say why
+        if writer is not None:
+            writer.finish("failed", error=describe(exc))
+        raise
+    if decision[0]:
         dd.shutdown()
         if ranks.rank == 0:
             print(f"{spec.run_id}: already complete in {spec.run_dir}, skipped")
         return SKIPPED
-    return run_rank(spec, ranks, init_method=None, device=device)
+    status = run_rank(spec, Path(decision[1]), ranks, init_method=None, device=device)
+    return attempt.settle(status, spec.run_id) if attempt else status
 
 
 def run_rank(
-    spec: RunSpec, ranks: Ranks, init_method: str | None, device: torch.device | None = None
+    spec: RunSpec,
+    run_dir: Path,
+    ranks: Ranks,
+    init_method: str | None,
+    device: torch.device | None = None,
 ) -> str:
     """One rank's whole life: group, training, final status, clean teardown."""
     from suite.engine.train import train
 
     device = device or dd.device_for(spec.device, ranks.local_rank)
     if init_method is not None:
-        dd.init_group(spec.backend, ranks, init_method, spec.timeout_s)
+        dd.init_group(spec.backend, ranks, init_method, spec.cfg.ddp.timeout_s)
     writer = None
     if ranks.rank == 0:
-        writer = RunWriter(spec.run_dir)
+        writer = RunWriter(run_dir)
         writer.record = read_json(writer.run_json)
     try:
         status = train(spec, ranks, device, writer)
@@ -99,42 +227,56 @@ def run_rank(
     return status
 
 
+def scratch_dir(spec: RunSpec) -> Path:
+    """Temporary files of this run's processes: under its results directory."""
+    return Path(spec.cfg.results_dir).expanduser() / SCRATCH_DIR
+
+
 def describe(exc: BaseException) -> str:
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted"
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
 
 
-def _spawned(local_rank: int, init_method: str, spec: RunSpec) -> None:
+def _spawned(local_rank: int, init_method: str, spec: RunSpec, run_dir: Path) -> None:
     ranks = Ranks(local_rank, spec.workers, local_rank, spec.workers)
-    run_rank(spec, ranks, init_method)
+    run_rank(spec, run_dir, ranks, init_method)
 
 
-def spawn(spec: RunSpec, writer: RunWriter) -> str:
+def spawn(spec: RunSpec, run_dir: Path, writer: RunWriter) -> str:
     """Start ``spec.workers`` processes on this host and supervise them until they end."""
     data_memo.load_data(spec.build_workload())  # generate/cache the data once, not per rank
     try:
-        dd.spawn_local(_spawned, (spec,), spec.workers, spec.threads_per_worker, spec.start_method)
+        dd.spawn_local(
+            _spawned,
+            (spec, run_dir),
+            spec.workers,
+            spec.threads_per_worker,
+            spec.cfg.ddp.start_method,
+            scratch=scratch_dir(spec),
+        )
     except dd.WorkerFailure as exc:
         return after_failure(spec, writer, str(exc))
     except BaseException:
         with contextlib.suppress(ResultsWriteError):  # the interrupt is what to report
             after_failure(spec, writer, "interrupted")
         raise
-    return read_status(spec.run_dir) or "failed"
+    return read_status(run_dir) or "failed"
 
 
 def after_failure(spec: RunSpec, writer: RunWriter, reason: str) -> str:
     """A worker failed. A run that had already written its final status keeps it."""
-    status = read_status(spec.run_dir)
-    if status in ("complete", "diverged"):
+    status = read_status(writer.dir)
+    if status in KEPT_STATUSES:
         print(
             f"warning: {spec.run_id}: a worker exited abnormally after the run finished ({reason})",
             file=sys.stderr,
         )
         return status
     writer.record = read_json(writer.run_json)
-    if writer.record.get("status") == "running" or "died" in reason:
+    if writer.record.get("status") == "running" or reason != writer.record.get("error"):
+        # The launcher names the first cause (the worker that stopped or was signalled
+        # first); a worker's own last word may be a consequence of it.
         writer.finish("failed", error=reason)
-    print(f"{spec.run_id}: failed: {writer.record.get('error') or reason}", file=sys.stderr)
+    print(f"{spec.run_id}: failed: {reason}", file=sys.stderr)
     return "failed"

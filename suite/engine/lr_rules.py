@@ -22,24 +22,68 @@ After the (optional) warmup comes the schedule: ``constant``, ``cosine`` to zero
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-RULES = ("naive", "linear", "linear_warmup", "sqrt", "lars")
-WARMUP_RULES = ("linear_warmup", "lars")
+from omegaconf import II
+
 SCHEDULES = ("constant", "cosine", "step", "poly")
+
+
+@dataclass
+class LRRuleConfig:
+    """The `lr_rule` config group: a rule and the knobs every rule has."""
+
+    name: str = "naive"
+    """The rule (a config group choice: `lr_rule=NAME`)."""
+    warmup_epochs: float = field(default=0.0, metadata={"ge": 0})
+    """Epochs of gradual warmup from base_lr to the rule's peak LR (rules that warm up)."""
+    base_lr: float = field(default=II("workload.base_lr"), metadata={"gt": 0})
+    """LR at the workload's base_batch (default: the workload's recipe)."""
+    schedule: str = II("schedule.name")
+    """Decay after warmup (default: `schedule.name`)."""
+
+
+@dataclass
+class LARSRuleConfig(LRRuleConfig):
+    """LARS's global LR lives on its own scale: the trust ratio multiplies it per layer."""
+
+    name: str = "lars"
+    warmup_epochs: float = 1.0
+    base_lr: float = 3.0
+    schedule: str = "poly"
+    trust_coefficient: float = field(default=0.001, metadata={"gt": 0})
+    """eta in the trust ratio eta*|w|/(|g| + wd*|w|)."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An LR rule: how the peak LR grows with k = global batch / base batch."""
+
+    name: str
+    scale: Callable[[float], float]
+    config: LRRuleConfig  # its default config (the `lr_rule=NAME` group option)
+    warms_up: bool = False
+    optimizer: str = "sgd"  # "lars" swaps in the LARS optimizer
+
+
+RULES: dict[str, Rule] = {
+    r.name: r
+    for r in (
+        Rule("naive", lambda k: 1.0, LRRuleConfig("naive")),
+        Rule("linear", lambda k: k, LRRuleConfig("linear")),
+        Rule("linear_warmup", lambda k: k, LRRuleConfig("linear_warmup", 1.0), warms_up=True),
+        Rule("sqrt", math.sqrt, LRRuleConfig("sqrt")),
+        Rule("lars", math.sqrt, LARSRuleConfig(), warms_up=True, optimizer="lars"),
+    )
+}
 
 
 def peak_lr(rule: str, base_lr: float, base_batch: int, global_batch: int) -> float:
     """The LR a rule reaches after warmup, before any decay."""
-    ratio = global_batch / base_batch
-    if rule == "naive":
-        return base_lr
-    if rule in ("linear", "linear_warmup"):
-        return base_lr * ratio
-    if rule in ("sqrt", "lars"):
-        return base_lr * math.sqrt(ratio)
-    raise ValueError(f"unknown lr_rule '{rule}' (choose from: {', '.join(RULES)})")
+    if rule not in RULES:
+        raise ValueError(f"unknown lr_rule '{rule}' (choose from: {', '.join(RULES)})")
+    return base_lr * RULES[rule].scale(global_batch / base_batch)
 
 
 def schedule_factor(
@@ -84,7 +128,7 @@ class LRPlan:
 
     @property
     def warmup_steps(self) -> int:
-        if self.rule not in WARMUP_RULES:
+        if not RULES[self.rule].warms_up:
             return 0
         return min(round(self.warmup_epochs * self.steps_per_epoch), self.total_steps)
 

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-PRECISIONS = ("fp32", "fp64", "bf16", "fp16")
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def unsupported(precision: str, device: str) -> str | None:
     """Why ``precision`` cannot run on ``device``, or None when it can."""
-    if precision not in PRECISIONS:
-        return f"precision must be one of {', '.join(PRECISIONS)}, got '{precision}'"
     if precision == "fp16" and device != "cuda":
         return "precision=fp16 needs device=cuda (fp16 autocast is a GPU feature; use bf16 on CPU)"
     return None
@@ -40,13 +36,11 @@ class Precision:
         """Parameters (and float data) are kept in this dtype; autocast lowers the math."""
         return torch.float64 if self.name == "fp64" else torch.float32
 
-    @contextlib.contextmanager
-    def autocast(self) -> Iterator[None]:
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """Autocast to bf16/fp16, or nothing (a plain context: no cost per step in fp32)."""
         if self.name in AUTOCAST_DTYPES:
-            with torch.autocast(self.device.type, dtype=AUTOCAST_DTYPES[self.name]):
-                yield
-        else:
-            yield
+            return torch.autocast(self.device.type, dtype=AUTOCAST_DTYPES[self.name])
+        return contextlib.nullcontext()
 
     def backward(self, loss: torch.Tensor) -> None:
         (self.scaler.scale(loss) if self.scaler else loss).backward()

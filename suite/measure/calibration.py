@@ -3,7 +3,7 @@
 ``exposed communication = step time - step time without sync``: the same step (zero_grad,
 forward, backward, optimizer step) on the same batches, but under DDP's ``no_sync()`` so no
 gradient is all-reduced (a strategy that synchronizes outside DDP's hooks, like the parameter
-server, is told to skip it by ``run_step``). The optimizer really steps, so both timings cover
+server, is switched off by the replicas). The optimizer really steps, so both timings cover
 the same work; the model, optimizer, loss-scaler and RNG states are restored afterwards, so the
 training trajectory is exactly the one without calibration.
 """
@@ -18,10 +18,9 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 from suite.engine.precision import Precision
-from suite.measure.step_timer import StepTimer
+from suite.measure.step_timer import StepTimer, median, windowed
 
 
 @contextlib.contextmanager
@@ -48,7 +47,8 @@ def preserved_state(
 
 
 def time_without_sync(
-    net: nn.Module,
+    model: nn.Module,
+    quiet: contextlib.AbstractContextManager,
     optimizer: torch.optim.Optimizer,
     precision: Precision,
     run_step: Callable[[Any], Any],
@@ -57,16 +57,35 @@ def time_without_sync(
     steps: int,
     device: torch.device,
 ) -> list[float]:
-    """Durations of ``steps`` training steps under ``no_sync()`` (after ``warmup`` untimed).
+    """Durations of ``steps`` training steps inside ``quiet`` (after ``warmup`` untimed).
 
-    ``net`` is the DDP model, or the bare model of a strategy that does not use DDP.
+    ``quiet`` turns communication off (DDP's ``no_sync()``, or the replicas' own switch for a
+    strategy that exchanges outside DDP); ``model`` is the bare model whose state is restored.
     """
     timer = StepTimer(device, warmup=warmup)
-    ddp = isinstance(net, DDP)
-    module, quiet = (net.module, net.no_sync()) if ddp else (net, contextlib.nullcontext())
-    with preserved_state(module, optimizer, precision), quiet:
+    with preserved_state(model, optimizer, precision), quiet:
         for i, (_, idx) in enumerate(itertools.islice(batches, warmup + steps)):
             timer.start()
             run_step(idx)
             timer.stop(i)
     return timer.durations
+
+
+def exposed_metrics(
+    step_time_s: float | None, no_sync_times: list[float], period: int, device: torch.device
+) -> dict[str, Any]:
+    """compute_time_s (the median step without sync, max across ranks), exposed_comm_s (what
+    sync adds to the median step) and comm_fraction (its share of the step)."""
+    from suite.engine import distributed as dd
+
+    compute = median(windowed(dd.max_across_ranks(no_sync_times, device), period))
+    exposed = None
+    if step_time_s is not None and compute is not None:
+        # Noise can make the difference slightly negative; no sync cannot cost time.
+        exposed = max(0.0, step_time_s - compute)
+    return {
+        "compute_time_s": compute,
+        "exposed_comm_s": exposed,
+        "comm_fraction": exposed / step_time_s if exposed is not None and step_time_s else None,
+        "calibration_steps": len(no_sync_times),
+    }

@@ -32,7 +32,7 @@ from suite.engine import distributed as dd
 from suite.engine.distributed import Ranks
 from suite.errors import UserError
 from suite.measure.fingerprint import fingerprint
-from suite.measure.step_timer import sync
+from suite.measure.step_timer import wait_for_device
 from suite.results import COMM_BENCH_JSON, now_iso, read_json, write_comm_bench
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -205,12 +205,12 @@ def measure_size(size: int, spec: BenchSpec, ranks: Ranks, device: torch.device)
     buf.fill_(1)
     for _ in range(spec.warmup):
         dist.all_reduce(buf)
-    sync(device)
+    wait_for_device(device)
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(spec.iters):
         dist.all_reduce(buf)
-    sync(device)
+    wait_for_device(device)
     elapsed = (time.perf_counter() - t0) / spec.iters
     t = torch.tensor([elapsed], dtype=torch.float64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)

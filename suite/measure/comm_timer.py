@@ -1,4 +1,4 @@
-"""Time DDP's gradient all-reduce from inside a communication hook.
+"""Time DDP's gradient all-reduce from inside a communication hook (``timing.comm_hook=true``).
 
 The hook does what DDP's default hook does (divide each bucket by the world size, sum-all-reduce
 it, hand the future back) and notes when each bucket's all-reduce was issued and when its future
@@ -62,10 +62,6 @@ class CommTimer:
     device: torch.device
     group: dist.ProcessGroup | None = None
     calls: int = 0  # buckets all-reduced since creation (the no_sync check reads this)
-    hooked: bool = True  # False: no hook attached (DDP's own all-reduce), nothing is timed
-    # Sees each bucket's local gradients before they are communicated (the noise-scale meter);
-    # called outside the timed span.
-    observe: Callable[[torch.Tensor], None] | None = None
     _intervals: list[_Interval] = field(default_factory=list)
     _ref: Any = None
 
@@ -90,8 +86,6 @@ class CommTimer:
         """``hook`` with each communicating bucket's [handed over, synchronized] span noted."""
 
         def timed_hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-            if self.observe is not None:
-                self.observe(bucket.buffer())
             before, span = issued() if issued else None, _Interval(start=self.clock())
             fut = hook(state, bucket)
             if issued is not None and issued() == before:
@@ -143,8 +137,6 @@ def timed_allreduce_hook(
     """DDP's default gradient averaging, with the bucket's communication timed."""
     group = timer.group if timer.group is not None else dist.group.WORLD
     tensor = bucket.buffer()
-    if timer.observe is not None:
-        timer.observe(tensor)
     tensor.div_(group.size())  # divide first, as the default hook does (no fp16 overflow)
     span = _Interval(start=timer.clock())
     timer._intervals.append(span)

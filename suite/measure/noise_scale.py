@@ -13,9 +13,13 @@ exponential moving average (bias-corrected like Adam's moments) before ``B_simpl
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+
+from suite.measure.probes import Probe
 
 
 def unbiased_estimates(
@@ -33,7 +37,7 @@ def unbiased_estimates(
 class NoiseScaleEMA:
     """Bias-corrected moving averages of |G|^2 and tr(Sigma), and their ratio B_simple."""
 
-    beta: float = 0.95
+    beta: float
     _g2: float = 0.0
     _trace: float = 0.0
     _n: int = 0
@@ -71,45 +75,10 @@ class NoiseScaleEMA:
 
 # ---- measuring it during training ------------------------------------------------------------
 # How a measured step splits its batch into pieces whose gradients are seen one by one (the
-# `method` of a run):
-#   ranks          DDP: each rank's local gradient (seen in the comm hook, before the all-reduce)
+# `method` of a run; `suite.engine.replicas` chooses and records them):
+#   ranks          real workers: each rank's local gradient, before it is averaged
 #   micro_batches  simulated workers with batch-dependent layers: each worker's micro-batch
 #   halves         one process otherwise: the two halves of the global batch
-# Strategies whose synchronized gradient is the workers' average (up to rounding): the others
-# (local SGD, PowerSGD, parameter server) never form |G_big|^2 the way the estimator needs.
-AVERAGING_SYNCS = ("allreduce", "fp16", "bf16")
-
-
-@dataclass(frozen=True)
-class NoiseScaleSettings:
-    """The `noise_scale` config group."""
-
-    enabled: bool = True
-    every: int = 50
-    ema: float = 0.9
-    split_single: bool = False
-
-
-def choose_method(
-    settings: NoiseScaleSettings,
-    mode: str,
-    workers: int,
-    global_batch: int,
-    sync: str,
-    distributed: bool,
-    batch_dependent: bool,
-) -> str | None:
-    """How this run measures the noise scale, or None when it cannot (or is told not to)."""
-    if not settings.enabled:
-        return None
-    if distributed:
-        return "ranks" if sync in AVERAGING_SYNCS else None
-    if mode == "simulated" and workers > 1:
-        return "micro_batches" if batch_dependent else "halves"
-    # One worker: splitting the batch is only the same computation without batch statistics.
-    if settings.split_single and not batch_dependent and global_batch >= 2:
-        return "halves"
-    return None
 
 
 def piece_batches(method: str, per_worker: int, global_batch: int) -> tuple[float, int]:
@@ -136,12 +105,12 @@ def squared_norm(tensors: list[torch.Tensor]) -> torch.Tensor:
 
 
 class NoiseScaleMeter:
-    """B_simple measured live on evenly spaced steps, smoothed, and logged per evaluation.
+    """B_simple from measured steps, smoothed, and logged per evaluation.
 
     A measured step gives one pair (|G_small|^2, |G_big|^2): the mean squared norm of the
     pieces' gradients, and that of the step's (averaged) gradient. Nothing extra crosses the
-    network per step: with DDP each rank keeps its local norms and they are summed across ranks
-    as a few scalars when the loop next synchronizes its losses (:meth:`sync`).
+    network per step: with real workers each rank keeps its local norms and they are summed
+    across ranks as a few scalars when the loop next checks its losses (:meth:`sync`).
     """
 
     def __init__(
@@ -158,32 +127,17 @@ class NoiseScaleMeter:
         self.b_small, self.b_big = b_small, b_big
         self.device, self.world_size = device, world_size
         self.ema = NoiseScaleEMA(beta=beta)
-        self.active = False  # inside a measured DDP step: the comm hook reports buckets
-        self._buckets: list[torch.Tensor] = []
         self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # (local small, big)
         self.per_eval: list[float] = []
 
     def measures(self, step: int) -> bool:
         return self.method is not None and (step + 1) % self.every == 0
 
-    # -- DDP: local norms from the comm hook, the averaged one after backward
-    def begin_ddp_step(self) -> None:
-        self.active, self._buckets = True, []
-
-    def observe_bucket(self, flat_grads: torch.Tensor) -> None:
-        """Called by the comm hook with a bucket's local gradients, before they are reduced."""
-        if self.active:
-            self._buckets.append(sum_of_squares(flat_grads))
-
-    def end_ddp_step(self, grads: list[torch.Tensor], scale: float = 1.0) -> None:
-        self.active = False
-        local = torch.stack(self._buckets).sum() if self._buckets else torch.zeros(())
-        self._pending.append((local / scale**2, squared_norm(grads) / scale**2))
-
-    # -- one process: the pieces' norms were taken as their gradients accumulated
     def add_pieces(
         self, piece_norms: list[torch.Tensor], grads: list[torch.Tensor], scale: float = 1.0
     ) -> None:
+        """One measured step: its pieces' squared norms (this rank's) and its averaged
+        gradient; ``scale`` is fp16's loss scale, by which both are multiplied."""
         small = torch.stack(piece_norms).mean()
         self._pending.append((small / scale**2, squared_norm(grads) / scale**2))
 
@@ -201,8 +155,8 @@ class NoiseScaleMeter:
         for s, b in zip(small, big, strict=True):
             self.ema.update(s, b, self.b_small, self.b_big)
 
-    def row(self) -> dict[str, float | None]:
-        """The epochs.csv columns at an evaluation."""
+    def record_evaluation(self) -> dict[str, float | None]:
+        """Note the value at an evaluation (for the run's mean); returns its epochs.csv columns."""
         value = self.ema.b_simple
         if value is not None:
             self.per_eval.append(value)
@@ -228,3 +182,36 @@ class NoiseScaleMeter:
             "every_steps": self.every,
             "method": self.method,
         }
+
+
+class NoiseScaleProbe(Probe):
+    """Measures B_simple on every ``every``-th step through the replicas' piece recorder."""
+
+    def __init__(
+        self,
+        meter: NoiseScaleMeter,
+        recorder: Any,  # suite.engine.replicas.PieceRecorder: start(), pieces()
+        gradients: Callable[[], list[torch.Tensor]],
+        loss_scale: Callable[[], float],
+    ) -> None:
+        self.meter, self.recorder = meter, recorder
+        self.gradients, self.loss_scale = gradients, loss_scale
+        self.measuring = False
+
+    def on_step_start(self, step: int) -> None:
+        self.measuring = self.meter.measures(step)
+        if self.measuring:
+            self.recorder.start()
+
+    def after_backward(self, step: int) -> None:
+        if self.measuring:
+            self.meter.add_pieces(self.recorder.pieces(), self.gradients(), self.loss_scale())
+
+    def on_check(self) -> None:
+        self.meter.sync()
+
+    def on_eval(self, row: dict[str, Any]) -> None:
+        row.update(self.meter.record_evaluation())
+
+    def metrics(self) -> dict[str, Any]:
+        return {"grad_noise_scale": self.meter.summary()}

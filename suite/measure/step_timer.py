@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
+from suite.measure.probes import Probe
 
-def sync(device: torch.device) -> None:
+
+def wait_for_device(device: torch.device) -> None:
     """Wait for queued device work so a clock reading means what it says."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -27,11 +31,11 @@ class StepTimer:
     _t0: float = 0.0
 
     def start(self) -> None:
-        sync(self.device)
+        wait_for_device(self.device)
         self._t0 = time.perf_counter()
 
     def stop(self, step: int) -> float:
-        sync(self.device)
+        wait_for_device(self.device)
         elapsed = time.perf_counter() - self._t0
         self._seen += 1
         if self.last_kept:
@@ -65,8 +69,8 @@ def percentile(xs: list[float], q: float) -> float | None:
     if not xs:
         return None
     ordered = sorted(xs)
-    k = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[k]
+    rank = math.ceil(q / 100 * len(ordered))  # the smallest value with q % of them at or below
+    return ordered[min(max(rank, 1), len(ordered)) - 1]
 
 
 def sample_indices(n: int, limit: int) -> list[int]:
@@ -74,3 +78,48 @@ def sample_indices(n: int, limit: int) -> list[int]:
     if n <= limit:
         return list(range(n))
     return sorted({round(i * (n - 1) / (limit - 1)) for i in range(limit)})
+
+
+class StepTimeProbe(Probe):
+    """Times every step (warm-up excluded): step time and throughput.
+
+    Throughput is global samples over the slowest rank's summed step time, never rank 0 x N.
+    Medians are taken over windows of ``period`` steps, so that an exchange made every
+    ``period`` steps (local SGD) counts at its real weight.
+    """
+
+    def __init__(
+        self, device: torch.device, warmup: int, global_batch: int, workers: int, period: int
+    ) -> None:
+        self.timer = StepTimer(device, warmup=warmup)
+        self.device, self.global_batch, self.workers, self.period = (
+            device,
+            global_batch,
+            workers,
+            period,
+        )
+        self.step_max: list[float] = []  # per timed step, the max across ranks (after metrics)
+
+    def on_step_start(self, step: int) -> None:
+        self.timer.start()
+
+    def on_step_end(self, step: int) -> None:
+        self.timer.stop(step)
+
+    def metrics(self) -> dict[str, Any]:
+        from suite.engine import distributed as dd
+
+        durations = self.timer.durations
+        self.step_max = dd.max_across_ranks(durations, self.device)
+        slowest_total = dd.max_across_ranks([sum(durations)], self.device)[0]
+        samples_per_s = (
+            len(durations) * self.global_batch / slowest_total if slowest_total > 0 else None
+        )
+        return {
+            "samples_per_s": samples_per_s,
+            "samples_per_s_per_worker": samples_per_s / self.workers if samples_per_s else None,
+            "step_time_s": median(windowed(self.step_max, self.period)),
+            "step_time_p90_s": percentile(self.step_max, 90),
+            "step_time_min_s": min(self.step_max) if self.step_max else None,
+            "timed_steps": len(durations),
+        }

@@ -23,6 +23,7 @@ from suite.results.store import (
     read_csv_checked,
     read_json,
     read_status,
+    run_identity,
     write_comm_bench,
     write_json_atomic,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "load_epochs",
     "load_steps",
     "make_run_id",
+    "run_identity",
     "now_iso",
     "read_csv_checked",
     "read_json",

@@ -19,13 +19,14 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 import socket
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from suite.errors import ResultsWriteError, UserError
-from suite.results import now_iso
+from suite.results.store import SCRATCH_DIR, now_iso
 
 LOCK_FILE = ".dpsuite.lock"
 # Filesystems without flock support (some network mounts): run unlocked, with a warning.
@@ -74,6 +75,8 @@ def _hold(directory: Path, given: Path, command: str) -> Iterator[None]:
                 "wait for it or choose another results_dir"
             )
         _write_holder(fd, path, command)
+        # Scratch files of a command that was killed: nobody else can be using them now.
+        shutil.rmtree(directory / SCRATCH_DIR, ignore_errors=True)
         _held.add(directory)
         try:
             yield

@@ -7,6 +7,7 @@ Nothing here uses pickle.
 
 from __future__ import annotations
 
+import copy
 import csv
 import hashlib
 import json
@@ -24,7 +25,11 @@ import pandas as pd
 
 from suite.errors import ResultsWriteError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Inside a results directory, besides one directory per run: attempts that run beside a result
+# they may replace, and temporary files of running processes. Hidden, never read as results.
+ATTEMPTS_DIR = ".attempts"
+SCRATCH_DIR = ".dpsuite-tmp"
 STATUSES = ("complete", "failed", "diverged", "running")
 EPOCH_COLUMNS = [
     "epoch",
@@ -43,7 +48,7 @@ EPOCH_COLUMNS = [
 ]
 # Columns added after the first results were written: older files load with them empty.
 OPTIONAL_EPOCH_COLUMNS = ["grad_noise_scale", "gns_grad_sq", "gns_trace"]
-STEP_COLUMNS = ["step", "step_time_s", "compute_s", "comm_s", "lr"]
+STEP_COLUMNS = ["step", "step_time_s", "comm_s", "comm_wait_s", "lr"]
 
 
 def now_iso() -> str:
@@ -53,6 +58,39 @@ def now_iso() -> str:
 def config_hash(identity: Mapping[str, Any]) -> str:
     blob = json.dumps(identity, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:10]
+
+
+# Config keys that do not change what a run measures, so they stay out of the run id. The
+# hardware tag does change it when set (machine B's result is never machine A's).
+NON_IDENTITY_KEYS = (
+    "results_dir",
+    "force",
+    "cache_dir",
+    "hardware",
+    "ddp.start_method",
+    "ddp.timeout_s",
+    "train.save_params",
+    "noise_scale",  # measured alongside; the training is the same whether it is on or off
+)
+
+
+def run_identity(config: Mapping[str, Any], workers: int, global_batch: int) -> dict[str, Any]:
+    """The part of a resolved config that defines the experiment (what the run id hashes)."""
+    ident = copy.deepcopy(dict(config))
+    tag = (ident.get("hardware") or {}).get("tag")
+    for dotted in NON_IDENTITY_KEYS:
+        *parents, leaf = dotted.split(".")
+        node = ident
+        for p in parents:
+            node = node.get(p, {})
+        node.pop(leaf, None)
+    if tag is not None:
+        ident["hardware_tag"] = tag
+    ident["workers"], ident["global_batch"] = workers, global_batch
+    ident.pop("batch", None)  # per_worker/global are two spellings of one thing
+    if ident.get("sync") == {"name": "allreduce"}:  # the default: all-reduce runs keep their ids
+        ident.pop("sync")
+    return ident
 
 
 def make_run_id(summary: Mapping[str, Any], identity: Mapping[str, Any]) -> str:
@@ -221,8 +259,14 @@ def _flatten(rec: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def find_runs(path: str | Path) -> list[Path]:
-    """Every run directory (one holding run.json) below ``path``, sorted."""
-    return sorted(p.parent for p in Path(path).rglob("run.json"))
+    """Every run directory (one holding run.json) below ``path``, sorted; hidden directories
+    (attempts in progress, Hydra's and the suite's own files) are not results."""
+    root = Path(path)
+    return sorted(
+        p.parent
+        for p in root.rglob("run.json")
+        if not any(part.startswith(".") for part in p.parent.relative_to(root).parts)
+    )
 
 
 def load(path: str | Path, include_incomplete: bool = True) -> pd.DataFrame:

@@ -10,8 +10,11 @@ from hydra.core.utils import JobReturn
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from suite.conf import schema
 from suite.engine.distributed import ranks_from_env
 from suite.errors import CommandAborted, ResultsWriteError, UserError
+
+schema.register()  # the config groups' options, before Hydra composes anything
 
 # Statuses of the jobs run by this process, for the CLI's exit code and summary.
 OUTCOMES: list[tuple[str, str]] = []

@@ -98,16 +98,18 @@ class Sweep:
         plan = preflight.plan([*preset_arg, *overrides], multirun=True)
         sweep = cls(preset, list(overrides), plan)
         for spec in plan.specs:  # a run id twice (two spellings of one config) runs once
-            sweep.run_dirs.setdefault(spec.run_id, Path(spec.results_dir) / spec.run_id)
+            sweep.run_dirs.setdefault(spec.run_id, spec.run_dir)
         return sweep
 
     # ---- manifest -------------------------------------------------------------------------
     def mark_existing(self) -> int:
         """Record which runs are complete already (they will be skipped); returns how many."""
-        force = any(s.force for s in self.plan.specs)
-        for run_id, run_dir in self.run_dirs.items():
-            done = not force and read_status(run_dir) == "complete"
-            self.runs[run_id] = "skipped" if done else "pending"
+        from suite.engine.launch import reusable
+
+        for spec in self.plan.specs:
+            # Jobs on other machines decide there; this machine's fingerprint is no guide.
+            done = not self.plan.launcher.remote and reusable(spec)
+            self.runs[spec.run_id] = "skipped" if done else "pending"
         return sum(s == "skipped" for s in self.runs.values())
 
     def record(self, run_id: str, status: str) -> None:

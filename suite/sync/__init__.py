@@ -1,31 +1,31 @@
 """Synchronization strategies: how data-parallel replicas agree (the `sync` config group).
 
-``build`` returns the strategy the training loop calls; see `suite.sync.base` for the calls.
+``STRATEGIES`` is the registry (name -> class; each class carries its ``Config``); ``build``
+returns the strategy the training loop calls (see `suite.sync.base` for the calls).
 """
 
 from __future__ import annotations
 
-from suite.sync.spec import STRATEGIES, SyncSpec, parse
+import torch
 
-__all__ = ["STRATEGIES", "SyncSpec", "build", "parse"]
+from suite.sync.allreduce import AllReduce
+from suite.sync.base import SyncConfig, SyncStrategy
+from suite.sync.compressed import BF16Compression, FP16Compression
+from suite.sync.local_sgd import LocalSGD
+from suite.sync.param_server import ParameterServer
+from suite.sync.powersgd import PowerSGD
+
+STRATEGIES: dict[str, type[SyncStrategy]] = {
+    s.name: s
+    for s in (AllReduce, ParameterServer, LocalSGD, FP16Compression, BF16Compression, PowerSGD)
+}
 
 
-def build(spec: SyncSpec, device, distributed: bool):
-    """The strategy for ``spec``; with one process there is nothing to synchronize."""
-    from suite.sync.base import SyncStrategy
+def build(config: SyncConfig, device: torch.device, world_size: int) -> SyncStrategy:
+    """The strategy for ``config``; with one process there is nothing to synchronize."""
+    if world_size <= 1:
+        return SyncStrategy(config, device)
+    return STRATEGIES[config.name](config, device, world_size)
 
-    if not distributed:
-        return SyncStrategy(spec, device)
-    if spec.name == "allreduce":
-        from suite.sync.allreduce import AllReduce as cls
-    elif spec.name == "param_server":
-        from suite.sync.param_server import ParameterServer as cls
-    elif spec.name == "local_sgd":
-        from suite.sync.local_sgd import LocalSGD as cls
-    elif spec.name in ("fp16", "bf16"):
-        from suite.sync.compressed import HalfPrecisionCompression as cls
-    elif spec.name == "powersgd":
-        from suite.sync.powersgd import PowerSGD as cls
-    else:
-        raise ValueError(f"unknown sync strategy {spec.name!r}")
-    return cls(spec, device)
+
+__all__ = ["STRATEGIES", "SyncConfig", "SyncStrategy", "build"]

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from suite.sync.base import SyncStrategy, ddp_wrap
-from suite.sync.hooks import CommHook, counted_allreduce
+from suite.sync.counter import ring_wire_bytes
 
 
 class AllReduce(SyncStrategy):
-    """DDP with PyTorch's ``allreduce_hook`` (what DDP does by default), counting bytes."""
+    """DDP with its built-in all-reduce (C++: no Python runs per bucket)."""
+
+    name: ClassVar[str] = "allreduce"
 
     def wrap(self, model: nn.Module, bucket_cap_mb: float) -> nn.Module:
         return ddp_wrap(model, self.device, bucket_cap_mb)
 
-    def comm_hook(self) -> CommHook:
-        return CommHook(None, counted_allreduce(self.counter))
+    def fixed_step_traffic(self, net: nn.Module) -> tuple[float, int]:
+        """Every bucket is all-reduced every step: the bucket sizes DDP settled on."""
+        if not isinstance(net, DDP):
+            return 0.0, 0
+        info = net._get_ddp_logging_data()
+        sizes = str(info.get("rebuilt_bucket_sizes") or info.get("bucket_sizes") or "")
+        buckets = [int(s) for s in sizes.replace(",", " ").split()]
+        return sum(ring_wire_bytes(b, self.world_size) for b in buckets), len(buckets)

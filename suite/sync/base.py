@@ -1,26 +1,46 @@
 """The interface the training loop calls on a synchronization strategy, and the shared pieces.
 
-Per step the loop does::
+A strategy is its config (a dataclass: the `sync` config group option of the same name) and a
+class. Per step the loop does::
 
     loss = forward_backward(net)        # DDP runs the strategy's hook during backward, if any
     strategy.sync_gradients(model)      # gradient exchange outside DDP (parameter server)
     optimizer.step()
     strategy.after_step(model)          # parameter exchange after the step (model averaging)
     strategy.counter.end_step()         # file this step's bytes, operations, waiting time
+
+Adding a strategy: a module with its config and class, and one line in `suite.sync.STRATEGIES`.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite.measure.step_timer import sync as device_sync
+from suite.measure.step_timer import wait_for_device
 from suite.sync.counter import CommCounter
 from suite.sync.hooks import CommHook
-from suite.sync.spec import SyncSpec
+
+
+@dataclass
+class SyncConfig:
+    """A strategy without knobs of its own."""
+
+    name: str = "allreduce"
+    """The strategy (a config group choice: `sync=NAME`)."""
+
+    @property
+    def label(self) -> str:
+        """A short name for plots and tables that tells configurations apart."""
+        return self.name
+
+    def check(self, workers: int) -> None:
+        """Raise ValueError naming the key when the values cannot work together."""
 
 
 def ddp_wrap(model: nn.Module, device: torch.device, bucket_cap_mb: float) -> DDP:
@@ -34,14 +54,19 @@ def ddp_wrap(model: nn.Module, device: torch.device, bucket_cap_mb: float) -> DD
 class SyncStrategy:
     """Base class of the strategies; on its own, no communication (a run with one worker)."""
 
+    name: ClassVar[str] = "none"
+    Config: ClassVar[type[SyncConfig]] = SyncConfig
     # Rank whose traffic is a server's rather than a worker's (parameter server only).
     server_rank: int | None = None
     # Steps between the strategy's exchanges: step-time medians are taken over such windows.
     period: int = 1
+    # Whether the synchronized gradient is the workers' average (the noise scale needs it).
+    averages_gradients: ClassVar[bool] = True
 
-    def __init__(self, spec: SyncSpec, device: torch.device) -> None:
-        self.spec = spec
+    def __init__(self, config: SyncConfig, device: torch.device, world_size: int = 1) -> None:
+        self.config = config
         self.device = device
+        self.world_size = world_size
         self.counter = CommCounter()
 
     def wrap(self, model: nn.Module, bucket_cap_mb: float) -> nn.Module:
@@ -49,8 +74,14 @@ class SyncStrategy:
         return model
 
     def comm_hook(self) -> CommHook | None:
-        """The DDP communication hook to register on the wrapped model (None: DDP's own)."""
+        """The DDP communication hook to register on the wrapped model (None: DDP's built-in
+        all-reduce, in C++)."""
         return None
+
+    def fixed_step_traffic(self, net: nn.Module) -> tuple[float, int]:
+        """(bytes sent, collectives) every step adds without passing through the counter: DDP's
+        built-in all-reduce of every bucket. Called once, after training."""
+        return 0.0, 0
 
     def sync_gradients(self, model: nn.Module) -> None:
         """Called after backward, before the optimizer step."""
@@ -74,10 +105,10 @@ class BlockingTimer:
         self.counter, self.device = counter, device
 
     def __enter__(self) -> BlockingTimer:
-        device_sync(self.device)
+        wait_for_device(self.device)
         self._t0 = time.perf_counter()
         return self
 
     def __exit__(self, *exc) -> None:
-        device_sync(self.device)
+        wait_for_device(self.device)
         self.counter.add_blocking(time.perf_counter() - self._t0)

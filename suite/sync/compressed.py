@@ -2,26 +2,39 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 from suite.sync.base import SyncStrategy, ddp_wrap
-from suite.sync.hooks import CommHook, counted_allreduce
-
-# PyTorch's wrappers cast the bucket, run the inner hook on the cast bucket and cast back;
-# wrapper(allreduce_hook) is PyTorch's fp16_compress_hook / bf16_compress_hook.
-WRAPPERS = {
-    "fp16": default_hooks.fp16_compress_wrapper,
-    "bf16": default_hooks.bf16_compress_wrapper,
-}
+from suite.sync.hooks import CommHook, Hook, counted_allreduce
 
 
 class HalfPrecisionCompression(SyncStrategy):
-    """DDP whose buckets are all-reduced as float16 or bfloat16 (``sync=fp16`` / ``bf16``)."""
+    """DDP whose buckets are all-reduced as 16-bit floats; PyTorch's wrapper casts the bucket,
+    runs the inner hook on the cast bucket and casts back."""
+
+    wrapper: ClassVar[Hook]
 
     def wrap(self, model: nn.Module, bucket_cap_mb: float) -> nn.Module:
         return ddp_wrap(model, self.device, bucket_cap_mb)
 
     def comm_hook(self) -> CommHook:
         # The counting hook sits inside the cast, so it counts the 16-bit tensor it all-reduces.
-        return CommHook(None, WRAPPERS[self.spec.name](counted_allreduce(self.counter)))
+        inner = counted_allreduce(self.counter, self.world_size)
+        return CommHook(None, type(self).wrapper(inner))
+
+
+class FP16Compression(HalfPrecisionCompression):
+    """``sync=fp16``: PyTorch's fp16_compress_hook (half the bytes of fp32)."""
+
+    name: ClassVar[str] = "fp16"
+    wrapper = staticmethod(default_hooks.fp16_compress_wrapper)
+
+
+class BF16Compression(HalfPrecisionCompression):
+    """``sync=bf16``: PyTorch's bf16_compress_hook (fp32's exponent range, 8 mantissa bits)."""
+
+    name: ClassVar[str] = "bf16"
+    wrapper = staticmethod(default_hooks.bf16_compress_wrapper)

@@ -1,4 +1,10 @@
-"""Per-step tally of what a synchronization strategy communicated: bytes, operations, waiting."""
+"""Per-step tally of what a synchronization strategy communicated: bytes, operations, waiting.
+
+Bytes are what this rank sends on the wire (the suite's one convention for every strategy):
+a point-to-point send counts its tensor, a receive nothing, and an all-reduce of a buffer of S
+bytes among n ranks 2(n-1)/n x S, what each rank sends in a ring all-reduce (reduce-scatter,
+then all-gather), whatever algorithm the backend picks, as nccl-tests' bus bandwidth counts it.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +12,21 @@ import threading
 from dataclasses import dataclass, field
 
 
+def ring_wire_bytes(buffer_bytes: float, world_size: int) -> float:
+    """Bytes each rank sends in a ring all-reduce of a buffer: 2(n-1)/n of it."""
+    return 2 * (world_size - 1) / world_size * buffer_bytes if world_size > 1 else 0.0
+
+
 @dataclass(frozen=True)
 class StepComm:
     """One step's communication on this rank.
 
-    ``bytes``: size of the tensors handed to communication calls (a collective's tensor once;
-    a point-to-point send or receive each). ``ops``: how many such calls. ``blocking_s``: time
-    spent in communication the strategy issues outside DDP's hooks and waits for (parameter
-    server exchange, model averaging): exposed by construction. (Hooks are timed by
-    `suite.measure.comm_timer`.)
+    ``bytes``: sent on the wire (see the module docstring). ``ops``: communication calls.
+    ``blocking_s``: time spent in communication the strategy issues outside DDP's hooks and
+    waits for (parameter server exchange, model averaging): exposed by construction.
     """
 
-    bytes: int = 0
+    bytes: float = 0.0
     ops: int = 0
     blocking_s: float = 0.0
 
@@ -30,14 +39,14 @@ class CommCounter:
     """
 
     steps: list[StepComm] = field(default_factory=list)
-    _bytes: int = 0
+    _bytes: float = 0.0
     _ops: int = 0
     _blocking: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, nbytes: int, ops: int = 1) -> None:
+    def add(self, nbytes: float, ops: int = 1) -> None:
         with self._lock:
-            self._bytes += int(nbytes)
+            self._bytes += nbytes
             self._ops += ops
 
     @property
@@ -53,12 +62,12 @@ class CommCounter:
     def end_step(self) -> StepComm:
         with self._lock:
             step = StepComm(self._bytes, self._ops, self._blocking)
-            self._bytes, self._ops, self._blocking = 0, 0, 0.0
+            self._bytes, self._ops, self._blocking = 0.0, 0, 0.0
         self.steps.append(step)
         return step
 
     @property
-    def total_bytes(self) -> int:
+    def total_bytes(self) -> float:
         return sum(s.bytes for s in self.steps)
 
     @property

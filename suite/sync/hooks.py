@@ -1,9 +1,8 @@
 """DDP communication hooks as (state, function) pairs that wrappers can wrap before registration.
 
 DDP takes one hook per model, so every strategy hands its hook to the training loop instead of
-registering it: the loop wraps it (`suite.measure.comm_timer` times it) and registers the result.
-Byte counting sits inside each strategy's hook, at the tensor that is actually handed to the
-collective.
+registering it: the loop may wrap it (`suite.measure.comm_timer` times it) and registers the
+result. Byte counting sits inside each strategy's hook, at the tensor actually communicated.
 """
 
 # No `from __future__ import annotations`: DDP inspects hook annotations at registration time.
@@ -15,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-from suite.sync.counter import CommCounter
+from suite.sync.counter import CommCounter, ring_wire_bytes
 
 Hook = Callable[[Any, dist.GradBucket], torch.futures.Future]
 
@@ -35,8 +34,8 @@ def tensor_bytes(tensor: torch.Tensor) -> int:
     return tensor.numel() * tensor.element_size()
 
 
-def counted_allreduce(counter: CommCounter) -> Hook:
-    """PyTorch's ``allreduce_hook``, counting the bytes of each bucket it all-reduces.
+def counted_allreduce(counter: CommCounter, world_size: int) -> Hook:
+    """PyTorch's ``allreduce_hook``, counting what each bucket's all-reduce sends.
 
     Inside a compression wrapper (``fp16_compress_wrapper``) the bucket it sees is already the
     compressed one, so the count is the compressed size.
@@ -45,7 +44,7 @@ def counted_allreduce(counter: CommCounter) -> Hook:
     def counted_allreduce_hook(
         process_group: Any, bucket: dist.GradBucket
     ) -> torch.futures.Future[torch.Tensor]:
-        counter.add(tensor_bytes(bucket.buffer()))
+        counter.add(ring_wire_bytes(tensor_bytes(bucket.buffer()), world_size))
         return default_hooks.allreduce_hook(process_group, bucket)
 
     return counted_allreduce_hook

@@ -9,6 +9,8 @@ after the optimizer step every ``period`` steps once the warm-up is over.
 # No `from __future__ import annotations`: DDP inspects hook annotations at registration time.
 import copy
 import warnings
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 import torch.distributed as dist
@@ -17,22 +19,42 @@ from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook as po
 from torch.distributed.algorithms.model_averaging import averagers
 from torch.distributed.algorithms.model_averaging import utils as averaging
 
-from suite.sync.base import SyncStrategy, ddp_wrap
-from suite.sync.counter import CommCounter
+from suite.sync.base import SyncConfig, SyncStrategy, ddp_wrap
+from suite.sync.counter import CommCounter, ring_wire_bytes
 from suite.sync.hooks import CommHook, Hook, tensor_bytes
+
+
+@dataclass
+class LocalSGDConfig(SyncConfig):
+    """Local SGD / periodic model averaging (post-local SGD, Lin et al. 2018)."""
+
+    name: str = "local_sgd"
+    period: int = field(default=4, metadata={"ge": 1})
+    """Steps between model averages (1 averages after every step)."""
+    warmup_steps: int = field(default=0, metadata={"ge": 0})
+    """Steps of full gradient all-reduce before local steps begin."""
+
+    @property
+    def label(self) -> str:
+        warm = f", warmup {self.warmup_steps}" if self.warmup_steps else ""
+        return f"local_sgd (period {self.period}{warm})"
 
 
 class LocalSGD(SyncStrategy):
     """Periodic model averaging (``sync=local_sgd``, ``sync.period``, ``sync.warmup_steps``)."""
 
-    def __init__(self, spec, device: torch.device) -> None:
-        super().__init__(spec, device)
+    name: ClassVar[str] = "local_sgd"
+    Config = LocalSGDConfig
+    averages_gradients: ClassVar[bool] = False  # replicas step on their own gradients
+
+    def __init__(self, config: LocalSGDConfig, device: torch.device, world_size: int = 1) -> None:
+        super().__init__(config, device, world_size)
         with warnings.catch_warnings():  # period 1 is allowed on purpose: it equals all-reduce
             warnings.simplefilter("ignore", UserWarning)
             self.averager = averagers.PeriodicModelAverager(
-                period=spec.period, warmup_steps=spec.warmup_steps
+                period=config.period, warmup_steps=config.warmup_steps
             )
-        self.period = spec.period
+        self.period = config.period
         self.replicas_in_sync = True  # identical parameters on every rank after this step
 
     def wrap(self, model: nn.Module, bucket_cap_mb: float) -> nn.Module:
@@ -42,10 +64,10 @@ class LocalSGD(SyncStrategy):
         state = post_local.PostLocalSGDState(
             process_group=None,
             subgroup=None,
-            start_localSGD_iter=self.spec.warmup_steps,
+            start_localSGD_iter=self.config.warmup_steps,
             post_local_gradient_allreduce=False,
         )
-        return CommHook(state, counted_post_local_sgd(self.counter))
+        return CommHook(state, counted_post_local_sgd(self.counter, self.world_size))
 
     def averages_now(self) -> bool:
         """Whether the averager's next call averages (PeriodicModelAverager's own rule)."""
@@ -62,7 +84,7 @@ class LocalSGD(SyncStrategy):
         sent = averaging.get_params_to_average(model.parameters())
         with self.blocking():
             self.averager.average_parameters(model.parameters())
-        self.counter.add(sum(tensor_bytes(p) for p in sent))
+        self.counter.add(ring_wire_bytes(sum(tensor_bytes(p) for p in sent), self.world_size))
         self.replicas_in_sync = True
 
     def eval_model(self, model: nn.Module) -> nn.Module:
@@ -78,14 +100,14 @@ class LocalSGD(SyncStrategy):
         return averaged
 
 
-def counted_post_local_sgd(counter: CommCounter) -> Hook:
+def counted_post_local_sgd(counter: CommCounter, world_size: int) -> Hook:
     """``post_localSGD_hook``, counting the buckets it all-reduces (warm-up steps only)."""
 
     def counted_post_local_sgd_hook(
         state: post_local.PostLocalSGDState, bucket: dist.GradBucket
     ) -> torch.futures.Future[torch.Tensor]:
         if state.iter < state.start_localSGD_iter:  # the hook's own test for a global all-reduce
-            counter.add(tensor_bytes(bucket.buffer()))
+            counter.add(ring_wire_bytes(tensor_bytes(bucket.buffer()), world_size))
         return post_local.post_localSGD_hook(state, bucket)
 
     return counted_post_local_sgd_hook

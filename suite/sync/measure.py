@@ -1,4 +1,4 @@
-"""Summarize a run's synchronization across ranks: bytes and operations per step."""
+"""Summarize a run's synchronization across ranks: bytes sent and operations per step."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch import nn
 
 from suite.engine import distributed as dd
 from suite.sync.base import SyncStrategy
@@ -30,28 +31,29 @@ def all_ranks_objects(value: Any) -> list[Any]:
     return out
 
 
-def sync_metrics(strategy: SyncStrategy, device: torch.device) -> dict[str, Any]:
+def sync_metrics(strategy: SyncStrategy, net: nn.Module, device: torch.device) -> dict[str, Any]:
     """run.json metrics of the strategy; called on every rank (it gathers).
 
-    Bytes and operations are a worker's per training step (totals over all steps divided by the
-    steps; the busiest worker's), and for the parameter server also the server's. With one
-    process nothing is communicated and everything is 0.
+    Bytes are sent on the wire by one rank per training step (`suite.sync.counter`): a worker's
+    (the busiest), and for the parameter server also the server's. With one process nothing is
+    communicated and everything is 0.
     """
     counter = strategy.counter
     steps = max(1, len(counter.steps))
-    totals = all_ranks([counter.total_bytes, counter.total_ops], device)
+    fixed_bytes, fixed_ops = strategy.fixed_step_traffic(net)
+    local = [counter.total_bytes + fixed_bytes * steps, counter.total_ops + fixed_ops * steps]
+    totals = all_ranks(local, device)
     server = strategy.server_rank if len(totals) > 1 else None
     workers = [r for r in range(len(totals)) if r != server]
     worker_bytes = max(totals[r][0] for r in workers)
-    counts = Counter(s.bytes for s in counter.steps)
-    per_rank_counts = all_ranks_objects({str(b): n for b, n in sorted(counts.items())})
+    per_step = Counter(round(s.bytes + fixed_bytes) for s in counter.steps)
+    histograms = all_ranks_objects(sorted([b, n] for b, n in per_step.items()))
     return {
-        "sync": strategy.spec.name,
-        "bytes_per_step": worker_bytes / steps,
-        "server_bytes_per_step": None if server is None else totals[server][0] / steps,
+        "wire_bytes_per_step": worker_bytes / steps,
+        "server_wire_bytes_per_step": None if server is None else totals[server][0] / steps,
         "collectives_per_step": max(totals[r][1] for r in workers) / steps,
-        "bytes_total": worker_bytes,
-        # How many steps sent how many bytes (a worker's): PowerSGD's plain all-reduce steps
-        # before compression starts, local SGD's averaging steps, show up here.
-        "bytes_per_step_counts": per_rank_counts[workers[0]],
+        "wire_bytes_total": worker_bytes,
+        # [bytes, steps] pairs (a worker's): PowerSGD's plain all-reduce steps before
+        # compression starts and local SGD's averaging steps show up as their own rows.
+        "wire_bytes_histogram": histograms[workers[0]],
     }

@@ -3,10 +3,13 @@
 Rank 0 is the server and also trains on its own shard. Every step each other rank sends its
 flattened gradients to the server; the server adds them in rank order, divides by the number
 of ranks and sends the average back; every rank then takes the same optimizer step. The server
-handles 2 x (N-1) gradient-sized messages per step, a worker 2: this is counted per message.
+sends N-1 gradient-sized messages per step (and receives as many), a worker sends one:
+this is counted as bytes sent, as for every strategy.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import torch
 import torch.distributed as dist
@@ -19,6 +22,7 @@ from suite.sync.hooks import tensor_bytes
 class ParameterServer(SyncStrategy):
     """``sync=param_server``: no DDP; gradients go through rank 0."""
 
+    name: ClassVar[str] = "param_server"
     server_rank = 0
 
     def sync_gradients(self, model: nn.Module) -> None:
@@ -51,11 +55,12 @@ class ParameterServer(SyncStrategy):
         total /= len(workers) + 1
         for request in [dist.isend(total, dst=r) for r in workers]:
             request.wait()
-        self.counter.add(2 * len(workers) * tensor_bytes(own), ops=2 * len(workers))
+        # Sent: the average, to every worker (what it received is the workers' sent bytes).
+        self.counter.add(len(workers) * tensor_bytes(own), ops=2 * len(workers))
         return total
 
     def push_pull(self, flat: torch.Tensor) -> None:
         """Send our gradients to the server and receive the average in their place."""
         dist.send(flat, dst=self.server_rank)
         dist.recv(flat, src=self.server_rank)
-        self.counter.add(2 * tensor_bytes(flat), ops=2)
+        self.counter.add(tensor_bytes(flat), ops=2)  # sent: its gradients

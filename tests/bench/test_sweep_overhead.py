@@ -14,17 +14,23 @@ def test_bare_loop_trains_what_the_preset_trains(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # checking the preset creates its (relative) results directory
     specs = plan(["+sweep=convergence", "seed=0"], multirun=True).specs
     assert sorted({s.global_batch for s in specs}) == bare.BATCHES
-    assert sorted({s.lr_rule for s in specs}) == sorted(bare.RULES)
+    assert sorted({s.cfg.lr_rule.name for s in specs}) == sorted(bare.RULES)
     for s in specs:
-        assert (s.epochs, s.base_lr, s.base_batch) == (bare.EPOCHS, bare.BASE_LR, bare.BASE_BATCH)
-        assert (s.momentum, s.weight_decay, s.schedule) == (
+        r, c = s.summary(), s.cfg
+        assert (r["epochs"], r["base_lr"], r["base_batch"]) == (
+            bare.EPOCHS,
+            bare.BASE_LR,
+            bare.BASE_BATCH,
+        )
+        assert (r["momentum"], r["weight_decay"], r["schedule"]) == (
             bare.MOMENTUM,
             bare.WEIGHT_DECAY,
             "cosine",
         )
-        assert s.workload_params == {"num_samples": bare.NUM_SAMPLES, "data_seed": bare.DATA_SEED}
-        assert s.warmup_epochs == (bare.WARMUP_EPOCHS if s.lr_rule == "linear_warmup" else 0)
-        assert (s.mode, s.check_every, s.evals_per_epoch, s.eval_at_start) == (
+        assert (c.workload.num_samples, c.workload.data_seed) == (bare.NUM_SAMPLES, bare.DATA_SEED)
+        rule = r["lr_rule"]
+        assert r["warmup_epochs"] == (bare.WARMUP_EPOCHS if rule == "linear_warmup" else 0)
+        assert (c.mode, c.train.check_every, c.train.evals_per_epoch, c.train.eval_at_start) == (
             "simulated",
             bare.CHECK_EVERY,
             1,

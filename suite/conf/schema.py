@@ -1,0 +1,200 @@
+"""The run config as structured configs: every key, its type, its default and what it means.
+
+This is the one source of defaults. ``conf/config.yaml`` only chooses the config groups and sets
+Hydra up; the sweep presets in ``conf/sweep/`` only override. Config groups are registered from
+their owners: each workload's ``Config`` (``workloads/``), each LR rule's (``engine/lr_rules``)
+and each synchronization strategy's (``sync/``).
+
+A string right below a field documents it (``dpsuite run --help`` prints them); field metadata
+gives the bounds ``suite.conf.checks`` enforces (``ge``, ``gt``, ``le``, ``lt``, ``choices``).
+Values that default to another key are interpolations: ``train.epochs`` is
+``${workload.epochs}`` unless set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import II, MISSING
+
+from suite.engine.lr_rules import SCHEDULES
+
+MODES = ("ddp", "simulated")
+DEVICES = ("auto", "cpu", "cuda")
+BACKENDS = ("auto", "gloo", "nccl")
+PRECISIONS = ("fp32", "fp64", "bf16", "fp16")
+START_METHODS = ("spawn", "forkserver", "fork")
+BATCH_KEYS = ("per_worker", "global")
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = field(default=II("workload.epochs"), metadata={"ge": 1})
+    """Epochs of training (default: the workload's reference recipe)."""
+    evals_per_epoch: int = field(default=1, metadata={"ge": 1})
+    """Evaluations on the full test set per epoch."""
+    eval_at_start: bool = True
+    """Also evaluate the initial model (epoch 0)."""
+    check_every: int = field(default=10, metadata={"ge": 1})
+    """Steps between cross-rank loss and divergence checks."""
+    max_steps: int | None = field(default=None, metadata={"ge": 1})
+    """Stop after this many steps (smoke tests, benchmarks); null: all epochs."""
+    save_params: bool = False
+    """Write the final parameters to params.npz (equivalence checks)."""
+
+
+@dataclass
+class OptimizerConfig:
+    name: str = field(default="sgd", metadata={"choices": ("sgd",)})
+    """Momentum SGD (the `lars` rule swaps in LARS)."""
+    momentum: float = field(default=0.9, metadata={"ge": 0, "lt": 1})
+    """Momentum factor."""
+    weight_decay: float = field(default=II("workload.weight_decay"), metadata={"ge": 0})
+    """L2 weight decay (default: the workload's recipe)."""
+    nesterov: bool = False
+    """Nesterov momentum."""
+
+
+@dataclass
+class ScheduleConfig:
+    name: str = field(default="cosine", metadata={"choices": SCHEDULES})
+    """LR after warmup: cosine to zero, step, constant, or poly (LARS's decay)."""
+    milestones: list[float] = field(default_factory=lambda: [0.5, 0.75])
+    """Step schedule: where the LR drops, as fractions of the post-warmup phase."""
+    gamma: float = field(default=0.1, metadata={"gt": 0})
+    """Step schedule: factor at each milestone."""
+    power: float = field(default=2.0, metadata={"gt": 0})
+    """Poly schedule: (1 - progress) ** power."""
+
+
+@dataclass
+class DDPConfig:
+    bucket_cap_mb: float = field(default=25.0, metadata={"gt": 0})
+    """DDP gradient bucket size (MB): each bucket's all-reduce overlaps the rest of backward."""
+    timeout_s: float = field(default=60.0, metadata={"gt": 0})
+    """Process-group timeout: a dead or frozen peer cannot hang a run for longer."""
+    start_method: str = field(default="spawn", metadata={"choices": START_METHODS})
+    """How local worker processes are started (torch.multiprocessing)."""
+
+
+@dataclass
+class TimingConfig:
+    warmup_steps: int = field(default=5, metadata={"ge": 0})
+    """Steps excluded from timing at the start of a run (and of the calibration)."""
+    calibration_steps: int = field(default=10, metadata={"ge": 0})
+    """Steps timed without gradient sync before training (-> exposed_comm_s); 0: off. All
+    state is restored afterwards: the training is unchanged."""
+    comm_every: int = field(default=10, metadata={"ge": 1})
+    """Read DDP's own communication timers on every comm_every-th step (comm_time_s)."""
+    comm_hook: bool = False
+    """Time every bucket's all-reduce on every step in a Python DDP comm hook instead: exact
+    per-step busy time and tail, at the cost of a Python call per bucket."""
+    max_recorded_steps: int = field(default=2000, metadata={"ge": 1})
+    """steps.csv keeps at most this many rows (evenly sampled)."""
+
+
+@dataclass
+class NoiseScaleConfig:
+    enabled: bool = True
+    """Measure the gradient noise scale B_simple (McCandlish et al. 2018); the training is
+    the same with it on or off."""
+    every: int = field(default=50, metadata={"ge": 1})
+    """Measure on every every-th step."""
+    ema: float = field(default=0.9, metadata={"gt": 0, "lt": 1})
+    """Moving-average factor per measurement (bias-corrected)."""
+    split_single: bool = False
+    """One worker: measure from the two halves of its batch (off by default: it would slow the
+    1-worker baseline of a scaling sweep)."""
+
+
+@dataclass
+class HardwareConfig:
+    tag: str | None = None
+    """Your name for this machine (`dpsuite compare` groups by it)."""
+    peak_tflops: float | None = field(default=None, metadata={"gt": 0})
+    """The accelerator's peak TFLOP/s at the run's precision (989 for an H100/H200 SXM in
+    bf16, dense): run.json then has mfu."""
+
+
+@dataclass
+class RunConfig:
+    """One run of dpsuite: `dpsuite run KEY=VALUE ...`."""
+
+    workload: Any = MISSING
+    """The model and data (config group): mnist1d_mlp, mnist1d_cnn, cifar_resnet, tiny_gpt."""
+    lr_rule: Any = MISSING
+    """How the LR scales with the global batch (config group): naive, linear, linear_warmup,
+    sqrt, lars."""
+    sync: Any = MISSING
+    """How the replicas agree (config group): allreduce, param_server, local_sgd, fp16, bf16,
+    powersgd."""
+    workers: int = field(default=1, metadata={"ge": 1})
+    """Data-parallel ranks (processes), or virtual workers in simulated mode."""
+    mode: str = field(default="ddp", metadata={"choices": MODES})
+    """ddp: real processes + DistributedDataParallel; simulated: N workers in one process."""
+    batch: dict[str, int | None] = field(default_factory=lambda: {"per_worker": 32, "global": None})
+    """batch.per_worker: samples per worker per step; batch.global: the global batch instead
+    (per_worker = global / workers)."""
+    seed: int = field(default=0, metadata={"ge": 0})
+    """Seed of the model's initialisation and the data order."""
+    repeat: int = field(default=0, metadata={"ge": 0})
+    """Index of a repeated measurement of the same config (part of the run id)."""
+    train: TrainConfig = field(default_factory=TrainConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    precision: str = field(default="fp32", metadata={"choices": PRECISIONS})
+    """fp32, fp64, bf16 (autocast) or fp16 (autocast + loss scaling; CUDA only)."""
+    device: str = field(default="auto", metadata={"choices": DEVICES})
+    """auto (cuda if there is one), cpu or cuda."""
+    backend: str = field(default="auto", metadata={"choices": BACKENDS})
+    """auto (nccl on CUDA, else gloo), gloo or nccl."""
+    threads_per_worker: int | None = field(default=None, metadata={"ge": 1})
+    """Compute threads per worker; null: usable cores / local workers, at least 1."""
+    ddp: DDPConfig = field(default_factory=DDPConfig)
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    noise_scale: NoiseScaleConfig = field(default_factory=NoiseScaleConfig)
+    results_dir: str = "results"
+    """Where run directories go (one per run id)."""
+    cache_dir: str = "${oc.env:DPSUITE_CACHE_DIR,'~/.cache/dpsuite'}"
+    """Generated datasets (DPSUITE_CACHE_DIR overrides)."""
+    force: bool = False
+    """Run again even when a complete result exists (the old result is kept until the new
+    attempt ends)."""
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    sweep: Any = None
+    """Set by a sweep preset that runs other presets in turn (`dpsuite sweep demo`)."""
+
+
+SCHEMA_NAME = "dpsuite_schema"
+
+
+def register() -> None:
+    """Put the schema and every config group's options into Hydra's ConfigStore (idempotent)."""
+    from suite import sync
+    from suite.engine import lr_rules
+    from workloads import REGISTRY
+
+    store = ConfigStore.instance()
+    store.store(name=SCHEMA_NAME, node=RunConfig)
+    for name, workload in REGISTRY.items():
+        store.store(group="workload", name=name, node=workload.Config)
+    for name, rule in lr_rules.RULES.items():
+        store.store(group="lr_rule", name=name, node=rule.config)
+    for name, strategy in sync.STRATEGIES.items():
+        store.store(group="sync", name=name, node=strategy.Config(name=name))
+
+
+def group_choices(group: str) -> list[str]:
+    """The options of a config group, from the registries that own them."""
+    from suite import sync
+    from suite.engine import lr_rules
+    from workloads import REGISTRY
+
+    owners: dict[str, Any] = {
+        "workload": REGISTRY,
+        "lr_rule": lr_rules.RULES,
+        "sync": sync.STRATEGIES,
+    }
+    return sorted(owners[group])

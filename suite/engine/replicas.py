@@ -1,0 +1,319 @@
+"""The N replicas of a run and how their gradients are averaged: one interface, two kinds.
+
+* ``RankReplicas``: one replica per process. With more than one rank, the synchronization
+  strategy wraps the model (DistributedDataParallel for all but the parameter server) and
+  averages the gradients during backward or right after it.
+* ``SimulatedReplicas``: N virtual workers in one process. Each step accumulates the mean of
+  their micro-batch gradients before one optimizer step: the same training as N real DDP
+  workers (BatchNorm statistics per worker, rank 0's kept, as DDP's ``broadcast_buffers``).
+
+Either way, after ``forward_backward(idx)`` the model's ``.grad`` holds the workers' averaged
+gradient, and the batches come from one global shuffle per epoch (``suite.engine.sharding``).
+For the gradient noise scale a replica set also says how it can see the pieces of a step's
+batch before they are averaged (``piece_recorder``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from suite.engine.distributed import Ranks
+from suite.engine.precision import Precision
+from suite.engine.sharding import all_worker_batches, worker_batches
+from suite.measure.noise_scale import squared_norm, sum_of_squares
+from suite.sync.base import SyncStrategy
+
+# The loss of a batch of sample indices through a module: workload.loss(net(x[idx]), y[idx]).
+LossOf = Callable[[nn.Module, Tensor], Tensor]
+
+
+def has_batch_dependent_layers(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+
+
+def gradients(model: nn.Module) -> list[Tensor]:
+    return [p.grad for p in model.parameters() if p.grad is not None]
+
+
+class PieceRecorder(ABC):
+    """Squared gradient norms of the pieces of one step's batch, for the noise scale."""
+
+    @abstractmethod
+    def start(self) -> None:
+        """Called before the measured step's forward pass."""
+
+    @abstractmethod
+    def pieces(self) -> list[Tensor]:
+        """After backward: one squared norm per piece (this rank's pieces)."""
+
+
+class Replicas(ABC):
+    """The model replicas of one run, as this process sees them."""
+
+    model: nn.Module  # the parameters the optimizer steps
+    net: nn.Module  # what forward and backward run through (DDP-wrapped or the model)
+    devices: int  # devices doing the run's work (for FLOP/s per device)
+    noise_method: str | None = None  # how pieces are seen: ranks, micro_batches, halves
+
+    @abstractmethod
+    def batches(self, num_train: int, total_steps: int) -> Iterator[tuple[int, Any]]:
+        """(epoch, this process's index batch) for every step of the run."""
+
+    @abstractmethod
+    def forward_backward(self, idx: Any) -> Tensor:
+        """The step's loss (detached); the averaged gradient is in ``.grad`` afterwards."""
+
+    def after_step(self) -> None:  # noqa: B027 (most replica sets exchange nothing here)
+        """After the optimizer step: parameter exchanges (local SGD's model averaging)."""
+
+    def no_sync(self) -> contextlib.AbstractContextManager:
+        """Inside: the same steps without any communication (calibration)."""
+        return contextlib.nullcontext()
+
+    def eval_model(self) -> nn.Module:
+        """The model to evaluate and save (every rank calls it at the same points)."""
+        return self.model
+
+    @abstractmethod
+    def piece_recorder(self) -> PieceRecorder | None:
+        """How this run sees the pieces of a batch, or None when it cannot."""
+
+
+class RankReplicas(Replicas):
+    """One replica per rank (one in total without a process group)."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        strategy: SyncStrategy,
+        ranks: Ranks,
+        per_worker: int,
+        seed: int,
+        loss_of: LossOf,
+        precision: Precision,
+        bucket_cap_mb: float,
+        split_single: bool,
+    ) -> None:
+        self.model, self.strategy, self.ranks = model, strategy, ranks
+        self.per_worker, self.seed = per_worker, seed
+        self.loss_of, self.precision = loss_of, precision
+        self.net = strategy.wrap(model, bucket_cap_mb)
+        self.devices = 1
+        self.communicate = True
+        self.split_single = split_single
+        self.last_idx: Tensor | None = None
+
+    def batches(self, num_train: int, total_steps: int) -> Iterator[tuple[int, Tensor]]:
+        world, rank = self.ranks.world_size, self.ranks.rank
+        return _steps(
+            lambda e: worker_batches(num_train, world, rank, self.per_worker, self.seed, e),
+            total_steps,
+        )
+
+    def forward_backward(self, idx: Tensor) -> Tensor:
+        self.last_idx = idx
+        loss = self.loss_of(self.net, idx)
+        self.precision.backward(loss)
+        if self.communicate:
+            self.strategy.sync_gradients(self.model)
+        return loss.detach()
+
+    def after_step(self) -> None:
+        if self.communicate:
+            self.strategy.after_step(self.model)
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        quiet = getattr(self.net, "no_sync", contextlib.nullcontext)
+        self.communicate = False
+        try:
+            with quiet():
+                yield
+        finally:
+            self.communicate = True
+
+    def eval_model(self) -> nn.Module:
+        return self.strategy.eval_model(self.model)
+
+    def piece_recorder(self) -> PieceRecorder | None:
+        if self.ranks.world_size > 1:
+            if not self.strategy.averages_gradients:
+                return None
+            self.noise_method = "ranks"
+            return LocalGradientRecorder(self.model)
+        if self.split_single and not has_batch_dependent_layers(self.model):
+            self.noise_method = "halves"
+            return HalvesRecorder(self)
+        return None
+
+
+class SimulatedReplicas(Replicas):
+    """N virtual workers in one process (``mode=simulated``)."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        workers: int,
+        per_worker: int,
+        seed: int,
+        loss_of: LossOf,
+        precision: Precision,
+        split_single: bool,
+    ) -> None:
+        self.model = self.net = model
+        self.workers, self.per_worker, self.seed = workers, per_worker, seed
+        self.loss_of, self.precision = loss_of, precision
+        self.fused = not has_batch_dependent_layers(model)
+        self.devices = 1  # one device does all the workers' work
+        self.split_single = split_single
+        self.norms: list[Tensor] | None = None  # filled per micro-batch while recording
+        self.last_idx: list[Tensor] | None = None
+
+    def batches(self, num_train: int, total_steps: int) -> Iterator[tuple[int, list[Tensor]]]:
+        return _steps(
+            lambda e: all_worker_batches(num_train, self.workers, self.per_worker, self.seed, e),
+            total_steps,
+        )
+
+    def forward_backward(self, idx: list[Tensor]) -> Tensor:
+        self.last_idx = idx
+        return simulated_step(self.model, self.loss_of, idx, self.fused, self.precision, self.norms)
+
+    def piece_recorder(self) -> PieceRecorder | None:
+        if self.workers > 1 and not self.fused:
+            self.noise_method = "micro_batches"
+            return MicroBatchRecorder(self)
+        if self.workers > 1 or (self.split_single and self.fused):
+            self.noise_method = "halves"
+            return HalvesRecorder(self)
+        return None
+
+
+def _steps(epoch_batches: Callable[[int], list], total_steps: int) -> Iterator[tuple[int, Any]]:
+    """(epoch, batch) for ``total_steps`` steps, epoch after epoch."""
+    step, epoch = 0, 0
+    while step < total_steps:
+        for idx in epoch_batches(epoch):
+            if step >= total_steps:
+                return
+            yield epoch, idx
+            step += 1
+        epoch += 1
+
+
+def simulated_step(
+    model: nn.Module,
+    loss_of: LossOf,
+    shards: list[Tensor],
+    fused: bool,
+    precision: Precision,
+    norms: list[Tensor] | None = None,
+) -> Tensor:
+    """One step's gradients for N virtual workers: the mean of their micro-batch gradients.
+
+    With ``norms`` (and micro-batches run one by one) each micro-batch's squared gradient norm
+    is appended, for the noise scale; the gradients are the same either way.
+    """
+    if fused:  # no batch-dependent layers: one pass over the union is the same computation
+        idx = shards[0] if len(shards) == 1 else torch.cat(shards)
+        loss = loss_of(model, idx)
+        precision.backward(loss)
+        return loss.detach()
+    n = len(shards)
+    total, rank0_buffers, before = 0.0, None, None
+    for r, idx in enumerate(shards):
+        loss = loss_of(model, idx)
+        precision.backward(loss / n)
+        total = total + loss.detach()
+        if r == 0:
+            rank0_buffers = [b.detach().clone() for b in model.buffers()]
+        if norms is not None:  # this micro-batch's gradient is what the sum grew by
+            grads = gradients(model)
+            grown = grads if before is None else [g - b for g, b in zip(grads, before, strict=True)]
+            norms.append(squared_norm(grown) * n**2)
+            if r + 1 < n:
+                before = [g.detach().clone() for g in grads]
+    # DDP broadcasts rank 0's buffers (BatchNorm statistics) each step: keep rank 0's.
+    for b, saved in zip(model.buffers(), rank0_buffers or [], strict=False):
+        b.copy_(saved)
+    return total / n
+
+
+def half_batch_norms(
+    model: nn.Module, loss_of: LossOf, batch: Tensor | list[Tensor], precision: Precision
+) -> list[Tensor]:
+    """Squared gradient norms of the two halves of a batch whose gradient is in ``.grad``.
+
+    One extra forward and backward pass over the first half, kept out of ``.grad`` (and of the
+    random number stream): the second half's gradient follows from the whole's, so the
+    training is exactly what it would have been without the measurement.
+    """
+    idx = torch.cat(batch) if isinstance(batch, list) else batch
+    first, second = idx.tensor_split(2)
+    params = [p for p in model.parameters() if p.grad is not None]
+    devices = [idx.device] if idx.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        loss = loss_of(model, first)
+        scaled = precision.scaler.scale(loss) if precision.scaler else loss
+        g_first = torch.autograd.grad(scaled, params)
+    n, n1, n2 = len(idx), len(first), len(second)
+    g_second = [(n * p.grad - n1 * g) / n2 for p, g in zip(params, g_first, strict=True)]
+    return [squared_norm(list(g_first)), squared_norm(g_second)]
+
+
+class LocalGradientRecorder(PieceRecorder):
+    """This rank's local gradient, read as each parameter's gradient is accumulated: before DDP
+    (or the parameter server) averages it. Hooks exist only during a measured step."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.sums: list[Tensor] = []
+        self.handles: list[Any] = []
+
+    def start(self) -> None:
+        self.sums = []
+        self.handles = [p.register_post_accumulate_grad_hook(self._read) for p in self.params]
+
+    def _read(self, param: Tensor) -> None:
+        self.sums.append(sum_of_squares(param.grad))
+
+    def pieces(self) -> list[Tensor]:
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+        return [torch.stack(self.sums).sum() if self.sums else torch.zeros(())]
+
+
+class MicroBatchRecorder(PieceRecorder):
+    """Simulated workers with batch statistics: each worker's micro-batch gradient."""
+
+    def __init__(self, replicas: SimulatedReplicas) -> None:
+        self.replicas = replicas
+
+    def start(self) -> None:
+        self.replicas.norms = []
+
+    def pieces(self) -> list[Tensor]:
+        norms, self.replicas.norms = self.replicas.norms or [], None
+        return norms
+
+
+class HalvesRecorder(PieceRecorder):
+    """One process without batch statistics: the two halves of the step's batch."""
+
+    def __init__(self, replicas: RankReplicas | SimulatedReplicas) -> None:
+        self.replicas = replicas
+
+    def start(self) -> None:
+        pass
+
+    def pieces(self) -> list[Tensor]:
+        r = self.replicas
+        assert r.last_idx is not None
+        return half_batch_norms(r.model, r.loss_of, r.last_idx, r.precision)

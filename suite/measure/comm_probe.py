@@ -1,0 +1,119 @@
+"""Communication time of the training steps, at almost no cost.
+
+By default the time comes from DistributedDataParallel's own reducer timers (C++, the numbers
+``DistributedDataParallel._get_ddp_logging_data()`` reports): the reducer notes when the first
+bucket's all-reduce was launched, when the last gradient was ready and when the last all-reduce
+was waited for, and computes them on every ``timing.comm_every``-th iteration. Reading them
+costs a dictionary on those steps only, and no Python runs per bucket. Per sampled step:
+
+* ``comm_s``: from the first bucket's all-reduce to the end of the last, as the reducer sees
+  it (its end is noted when backward waits for it, so no earlier than the end of backward);
+* ``wait_s``: how long backward waited for communication after the last gradient was ready.
+
+``timing.comm_hook=true`` times every bucket of every step in a Python communication hook
+instead (`suite.measure.comm_timer`: the union of in-flight intervals, exact to the bucket).
+Either way, an exchange a strategy makes outside DDP's hooks and waits for (the parameter
+server, local SGD's model averaging) is timed on every step by the strategy's counter and
+added to ``comm_s`` and ``tail_s``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from suite.engine import distributed as dd
+from suite.measure.comm_timer import CommTimer
+from suite.measure.probes import Probe
+from suite.measure.step_timer import StepTimer, median, percentile
+from suite.sync.counter import CommCounter
+
+NS = 1e-9
+
+
+class CommProbe(Probe):
+    """Per-step communication of a run with more than one rank."""
+
+    def __init__(
+        self,
+        net: torch.nn.Module,
+        counter: CommCounter,
+        timer: StepTimer,
+        device: torch.device,
+        every: int,
+        hook_timer: CommTimer | None = None,
+    ) -> None:
+        self.ddp = net if isinstance(net, DDP) and hook_timer is None else None
+        self.counter, self.timer, self.device = counter, timer, device
+        self.every, self.hook_timer = every, hook_timer
+        self.samples: dict[int, tuple[float, float]] = {}  # step -> (comm_s, tail_s) in hooks
+        self.rejected = 0
+        self._forwards = 0  # DDP iterations with gradient sync so far (the reducer's count)
+        self._described_start_ns = 0  # wall clock at the start of the step the next sample is of
+        if self.ddp is not None:
+            self.ddp._set_ddp_runtime_logging_sample_rate(every)
+
+    def on_step_start(self, step: int) -> None:
+        if self.hook_timer is not None:
+            self.hook_timer.begin_step()
+        elif self.ddp is not None and (self._forwards + 1) % self.every == 0:
+            self._described_start_ns = time.time_ns()
+
+    def on_step_end(self, step: int) -> None:
+        self.counter.end_step()
+        if self.ddp is None and self.hook_timer is None:
+            self.samples[step] = (0.0, 0.0)  # no DDP: the strategy's own clock is all there is
+        elif self.hook_timer is not None:
+            timed = self.hook_timer.end_step()
+            self.samples[step] = (timed.busy_s, timed.tail_s)
+        elif self.ddp is not None:
+            # At the forward pass of its k-th iteration (k a multiple of `every`) the reducer
+            # computes the timings of iteration k-1: the previous step.
+            if self._forwards and self._forwards % self.every == 0:
+                self._read_reducer(step - 1)
+            self._forwards += 1
+
+    def _read_reducer(self, step: int) -> None:
+        data = self.ddp._get_ddp_logging_data()  # type: ignore[union-attr]
+        start = data.get("backward_compute_time_start", 0)
+        if not self._described_start_ns <= start <= time.time_ns():
+            self.rejected += 1  # not the step we took it for: keep nothing rather than guess
+            self.samples[step] = (float("nan"), float("nan"))
+            return
+        tail = data.get("backward_comm_time_end", 0) - data.get("backward_compute_time_end", 0)
+        self.samples[step] = (data.get("backward_comm_time", 0) * NS, max(0, tail) * NS)
+
+    def per_step(self) -> dict[int, tuple[float, float]]:
+        """Timed steps with a communication sample: (comm_s, tail_s), max across ranks, with
+        what the strategy waited for outside the hooks on that step added."""
+        kept = set(self.timer.steps)
+        steps = sorted(s for s in self.samples if s in kept)
+        waited = [self.counter.steps[s].blocking_s for s in steps]
+        comm = [self.samples[s][0] + w for s, w in zip(steps, waited, strict=True)]
+        tail = [self.samples[s][1] + w for s, w in zip(steps, waited, strict=True)]
+        comm, tail = dd.max_across_ranks(comm, self.device), dd.max_across_ranks(tail, self.device)
+        return {s: (c, t) for s, c, t in zip(steps, comm, tail, strict=True)}
+
+    def metrics(self) -> dict[str, Any]:
+        """Medians over the sampled steps of the hooks' communication, plus the mean time per
+        step of exchanges outside the hooks (one made every k steps counts 1/k per step: a
+        sample of every n-th step could miss it altogether)."""
+        kept = set(self.timer.steps)
+        steps = sorted(s for s in self.samples if s in kept)
+        comm = dd.max_across_ranks([self.samples[s][0] for s in steps], self.device)
+        tail = dd.max_across_ranks([self.samples[s][1] for s in steps], self.device)
+        comm, tail = [c for c in comm if c == c], [t for t in tail if t == t]  # drop rejected
+        waited = [self.counter.steps[s].blocking_s for s in self.timer.steps]
+        blocking = dd.max_across_ranks([sum(waited) / max(1, len(waited))], self.device)[0]
+        c, t = median(comm), median(tail)
+        return {
+            "comm_time_s": None if c is None else c + blocking,
+            "comm_time_p90_s": percentile([x + blocking for x in comm], 90),
+            "comm_wait_s": None if t is None else t + blocking,
+            "comm_sampled_steps": len(comm),
+            "comm_samples_rejected": self.rejected,
+            "comm_timing": "hook" if self.hook_timer else ("ddp_reducer" if self.ddp else "clock"),
+        }
