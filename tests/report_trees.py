@@ -41,8 +41,11 @@ def gns_at(epoch: int, batch: int) -> float:
     return GNS_BY_EPOCH[epoch] * (batch / PER_WORKER) ** 0.1
 
 
-def hardware(tag: str | None, host: str = "box", cpu: str = "Test CPU") -> dict:
+def hardware(
+    tag: str | None, host: str = "box", cpu: str = "Test CPU", oversubscribed: bool = False
+) -> dict:
     return {
+        "oversubscribed": oversubscribed,
         "tag": tag,
         "hostname": host,
         "cpu": cpu,
@@ -73,6 +76,7 @@ def write_run(
     lr_rule: str = "linear_warmup",
     mode: str = "ddp",
     seed: int = 0,
+    repeat: int = 0,
     status: str = "complete",
     final_acc: float | None = 0.9,
     samples_per_s: float | None = None,
@@ -88,6 +92,7 @@ def write_run(
     sync_label: str | None = None,
     sync_metrics: dict | None = None,
     noise_scale: bool = False,
+    oversubscribed: bool = False,
 ) -> Path:
     """One run. Without ``sync`` the record has no strategy keys, like results from before
     strategies were recorded."""
@@ -105,6 +110,7 @@ def write_run(
         "warmup_epochs": 1.0 if lr_rule == "linear_warmup" else 0.0,
         "epochs": epochs,
         "seed": seed,
+        "repeat": repeat,
         "precision": "fp32",
         "device": "cpu",
         "target_acc": TARGET,
@@ -118,7 +124,7 @@ def write_run(
             "run_id": run_id,
             **summary,
             "config": {"workers": workers},
-            "hardware": hardware(tag, host),
+            "hardware": hardware(tag, host, oversubscribed=oversubscribed),
             "steps_per_epoch": STEPS_PER_EPOCH,
         }
     )
@@ -205,8 +211,10 @@ def write_scaling(
     speed: float = 1.0,
     timing: bool = True,
     host: str = "box",
+    cores: int | None = None,
 ) -> None:
-    """A scaling sweep: 1..8 real workers, one rule, a short (1-epoch) budget."""
+    """A scaling sweep: 1..8 real workers, one rule, a short (1-epoch) budget; worker counts
+    above ``cores`` are oversubscribed (one thread per worker)."""
     for workers, tput in THROUGHPUT.items():
         write_run(
             root,
@@ -217,6 +225,7 @@ def write_scaling(
             host=host,
             epochs=1,
             compute_s=COMPUTE_S / speed,
+            oversubscribed=cores is not None and workers > cores,
         )
 
 
