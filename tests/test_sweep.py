@@ -34,9 +34,9 @@ def test_presets_expand_to_their_grids(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # checking a preset creates its (relative) results directory
     scaling = plan(["+sweep=scaling"], multirun=True).specs
     workloads = ("mnist1d_mlp", "mnist1d_cnn", "cifar_resnet", "tiny_gpt")
-    assert len(scaling) == 32
-    assert {(s.workload, s.workers, s.per_worker_batch) for s in scaling} == {
-        (w, n, b) for w in workloads for n in (1, 2, 4, 8) for b in (32, 128)
+    assert len(scaling) == 32 * 3  # every point repeated three times
+    assert {(s.workload, s.workers, s.per_worker_batch, s.repeat) for s in scaling} == {
+        (w, n, b, r) for w in workloads for n in (1, 2, 4, 8) for b in (32, 128) for r in (0, 1, 2)
     }
     assert {(s.mode, s.max_steps) for s in scaling} == {("ddp", 200)}
     conv = plan(["+sweep=convergence"], multirun=True).specs
