@@ -20,6 +20,7 @@ BASE_LR = 0.1
 
 # Scaling: samples/s per worker count; compute time is flat, the rest of a step is exposed comm.
 THROUGHPUT = {1: 1000.0, 2: 1900.0, 4: 3400.0, 8: 5200.0}
+REPEAT_SPREAD = (1.0, 1.03, 0.98)  # throughput of repeat r relative to the first one
 COMPUTE_S = 0.032  # the 1-worker step: no communication there
 
 # Convergence: mean final accuracy per rule and global batch (seeds are mean -/+ 0.01);
@@ -212,21 +213,32 @@ def write_scaling(
     timing: bool = True,
     host: str = "box",
     cores: int | None = None,
+    repeats: int = 1,
 ) -> None:
     """A scaling sweep: 1..8 real workers, one rule, a short (1-epoch) budget; worker counts
-    above ``cores`` are oversubscribed (one thread per worker)."""
+    above ``cores`` are oversubscribed (one thread per worker). Repeats vary around the same
+    median (``REPEAT_SPREAD``)."""
     for workers, tput in THROUGHPUT.items():
-        write_run(
-            root,
-            workers=workers,
-            samples_per_s=speed * tput,
-            timing=timing,
-            tag=tag,
-            host=host,
-            epochs=1,
-            compute_s=COMPUTE_S / speed,
-            oversubscribed=cores is not None and workers > cores,
-        )
+        for repeat in range(repeats):
+            write_run(
+                root,
+                workers=workers,
+                repeat=repeat,
+                samples_per_s=speed * tput * REPEAT_SPREAD[repeat],
+                timing=timing,
+                tag=tag,
+                host=host,
+                epochs=1,
+                compute_s=COMPUTE_S / speed,
+                oversubscribed=cores is not None and workers > cores,
+            )
+
+
+def write_repeated(root: Path, tag: str, by_workers: dict[int, list[float]]) -> None:
+    """A scaling sweep with repeats: the samples/s of each repeat at each worker count."""
+    for workers, measured in by_workers.items():
+        for repeat, tput in enumerate(measured):
+            write_run(root, workers=workers, samples_per_s=tput, tag=tag, host=tag, repeat=repeat)
 
 
 def write_convergence(root: Path, noise_scale: bool = True) -> None:

@@ -474,7 +474,9 @@ def test_oversubscribed_points_are_marked(crowded_tree, tmp_path):
     written = build.build_report(crowded_tree, tmp_path / "rep")
     assert (
         expected_scaling_headline(
-            4, " (8 workers ran oversubscribed, more threads than cores: drawn hollow)"
+            4,
+            "; runs at 8 workers had more worker threads than cores (oversubscribed, drawn "
+            "hollow) and measure contention",
         )
         in written.headline
     )
@@ -597,15 +599,6 @@ def test_compare_one_machine_says_so(dpsuite, capsys, scaling_tree, tmp_path):
     assert not (out / "ratios.csv").exists()
 
 
-def write_repeated(root: Path, tag: str, by_workers: dict[int, list[float]]) -> None:
-    """A scaling sweep with repeats: samples/s of each repeat at each worker count."""
-    for workers, measured in by_workers.items():
-        for repeat, tput in enumerate(measured):
-            trees.write_run(
-                root, workers=workers, samples_per_s=tput, tag=tag, host=tag, repeat=repeat
-            )
-
-
 REPEATED_A = {1: [1000.0, 1040.0, 960.0], 2: [1900.0, 1950.0, 1850.0]}
 # B: as fast at 1 worker, 20 % slower at 2 workers, in every repeat.
 REPEATED_B = {1: [1010.0, 990.0, 1030.0], 2: [1500.0, 1560.0, 1540.0]}
@@ -614,8 +607,8 @@ REPEATED_B = {1: [1010.0, 990.0, 1030.0], 2: [1500.0, 1560.0, 1540.0]}
 @pytest.fixture(scope="module")
 def repeated_machines(tmp_path_factory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("repeated")
-    write_repeated(root / "a", "box-a", REPEATED_A)
-    write_repeated(root / "b", "box-b", REPEATED_B)
+    trees.write_repeated(root / "a", "box-a", REPEATED_A)
+    trees.write_repeated(root / "b", "box-b", REPEATED_B)
     return root / "a", root / "b"
 
 

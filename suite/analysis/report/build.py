@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,7 +108,9 @@ def machines_lines(
             value = row.get(f"hardware.{key}")
             return None if value is None or (isinstance(value, float) and pd.isna(value)) else value
 
-        parts = [f"{get('cpu') or 'unknown CPU'} ({get('cpu_count') or '?'} cores)"]
+        cores = get("cpu_count")
+        cores = f"{cores:g}" if isinstance(cores, numbers.Real) else "?"
+        parts = [f"{get('cpu') or 'unknown CPU'} ({cores} cores)"]
         accel = get("accelerator")
         if accel and accel != "none":
             parts.append(f"{get('accelerator_count') or '?'} × {accel}")
@@ -140,23 +143,27 @@ def scaling_section(tree: data.ResultsTree, figs: FigureWriter, report: render.R
         "throughput",
         plots.throughput_vs_workers(scaling),
         "Throughput vs workers",
-        f"Median measured samples/s of the complete DDP runs at each worker count "
-        f"({int(counts.sum())} runs); dashed: ideal linear scaling from N={base}.",
+        f"One panel per workload. Median measured samples/s of the complete DDP runs at each "
+        f"worker count ({int(counts.sum())} runs; bars: 95 % bootstrap interval where a point "
+        f"was repeated); dashed: ideal linear scaling from N={base}; hollow: oversubscribed "
+        "(more worker threads than cores: the point measures contention).",
     )
     figs.add(
         "efficiency",
         plots.efficiency_vs_workers(scaling),
         "Scaling efficiency vs workers",
-        f"Throughput at N workers divided by N/{base} × the throughput at N={base}. "
-        "100 % is perfect scaling; the dotted line marks 80 %.",
+        f"Throughput at N workers divided by N/{base} × the throughput at N={base}, one panel "
+        "per workload. 100 % is perfect scaling; the dotted line marks 80 %; hollow: "
+        "oversubscribed.",
     )
     figs.add(
         "step_time_breakdown",
         plots.step_time_breakdown(scaling),
         "Step-time breakdown",
         "Median step time split into compute (the step without gradient synchronisation), "
-        "exposed communication (the time the all-reduce adds) and the rest; the black tick is "
-        "the total all-reduce time, part of which overlaps the backward pass.",
+        "exposed communication (the time the all-reduce adds) and the rest, one panel per "
+        "series; the black tick is the total all-reduce time, part of which overlaps the "
+        "backward pass; hatched: oversubscribed.",
     )
     report.findings += findings.scaling_findings(scaling)
     report.tables.append(

@@ -131,9 +131,12 @@ def scaling_limit(scaling: pd.DataFrame) -> str | None:
     crowded = sorted(int(w) for w in more[more["oversubscribed"]]["workers"].unique())
     if crowded and len(fair):
         counts = ", ".join(map(str, crowded))
-        sentence += f" ({counts} workers ran oversubscribed, more threads than cores: drawn hollow)"
+        sentence += (
+            f"; runs at {counts} workers had more worker threads than cores (oversubscribed, "
+            "drawn hollow) and measure contention"
+        )
     elif crowded:
-        sentence += " (oversubscribed: more worker threads than cores, so this measures contention)"
+        sentence += "; these runs had more worker threads than cores and measure contention"
     return sentence + "."
 
 
