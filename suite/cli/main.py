@@ -223,7 +223,7 @@ def _compare(args: list[str]) -> int:
     compared = compare.build_compare(ns.dirs, ns.out, ns.fail_below)
     if len(compared.ratios):
         print(f"throughput B / A per configuration ({compare.pair_names(compared.ratios)}):")
-        print(compare.ratio_display(compared.ratios).to_string(index=False))
+        print(compare.ratio_lines(compared.ratios))
         print()
     _print_written(compared)
     if ns.fail_below is None:

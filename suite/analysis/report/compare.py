@@ -37,7 +37,6 @@ class Compared(Written):
 
     ratios: pd.DataFrame = field(default_factory=pd.DataFrame)
     regressed: pd.DataFrame = field(default_factory=pd.DataFrame)
-    fail_below: float | None = None
 
 
 def default_out(dirs: list[str | Path]) -> Path:
@@ -144,6 +143,16 @@ def ratio_display(ratios: pd.DataFrame) -> pd.DataFrame:
     if not ratios["oversubscribed"].astype(bool).any():
         table = table.drop(columns="oversubscribed")
     return table
+
+
+def ratio_lines(ratios: pd.DataFrame) -> str:
+    """The ratio table for the terminal: configurations left-aligned, numbers right-aligned."""
+    table = ratio_display(ratios)
+    width = int(max(table["configuration"].str.len().max(), len("configuration")))
+    table["configuration"] = table["configuration"].str.ljust(width)
+    return table.rename(columns={"configuration": "configuration".ljust(width)}).to_string(
+        index=False
+    )
 
 
 def pair_names(ratios: pd.DataFrame) -> str:
@@ -284,5 +293,4 @@ def build_compare(
         headline=report.headline,
         ratios=ratios,
         regressed=regressed,
-        fail_below=fail_below,
     )
