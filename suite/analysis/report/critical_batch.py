@@ -53,13 +53,18 @@ def near_chance(group: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> NearCha
     """Runs whose final accuracy got less than ``CHANCE_FRACTION`` of the way from chance (the
     untrained model's accuracy, evaluated at epoch 0) to the group's baseline; None when the
     group has no baseline or no evaluation at the start."""
-    base = data.baseline(group)
     starts = [
         float(ep["eval_acc"].iloc[0])
         for ep in (epochs.get(r, pd.DataFrame()) for r in group["run_id"])
-        if len(ep) and ep["epoch"].iloc[0] == 0 and np.isfinite(ep["eval_acc"].iloc[0])
+        if len(ep)
+        and "eval_acc" in ep
+        and ep["epoch"].iloc[0] == 0
+        and np.isfinite(ep["eval_acc"].iloc[0])
     ]
-    if base is None or not starts:
+    if not starts or "final_eval_acc" not in group:
+        return None
+    base = data.baseline(group)
+    if base is None:
         return None
     chance = float(np.median(starts))
     floor = chance + CHANCE_FRACTION * (base.acc - chance)
