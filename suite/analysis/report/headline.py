@@ -2,8 +2,8 @@
 
 In order: the largest global batch each LR rule takes within 1 point of the small-batch
 accuracy; how far warmup extends linear scaling; the best and worst scaling efficiency at the
-largest worker count and what limits them; the all-reduce bus bandwidth; then failed runs, or
-else the critical batch. The findings below the headline hold the details.
+largest worker count not oversubscribed and what limits them; the all-reduce bus bandwidth;
+then failed runs, or else the critical batch. The findings below the headline hold the details.
 """
 
 from __future__ import annotations
