@@ -20,6 +20,7 @@ BASE_LR = 0.1
 
 # Scaling: samples/s per worker count; compute time is flat, the rest of a step is exposed comm.
 THROUGHPUT = {1: 1000.0, 2: 1900.0, 4: 3400.0, 8: 5200.0}
+REPEAT_SPREAD = (1.0, 1.03, 0.98)  # throughput of repeat r relative to the first one
 COMPUTE_S = 0.032  # the 1-worker step: no communication there
 
 # Convergence: mean final accuracy per rule and global batch (seeds are mean -/+ 0.01);
@@ -41,8 +42,11 @@ def gns_at(epoch: int, batch: int) -> float:
     return GNS_BY_EPOCH[epoch] * (batch / PER_WORKER) ** 0.1
 
 
-def hardware(tag: str | None, host: str = "box", cpu: str = "Test CPU") -> dict:
+def hardware(
+    tag: str | None, host: str = "box", cpu: str = "Test CPU", oversubscribed: bool = False
+) -> dict:
     return {
+        "oversubscribed": oversubscribed,
         "tag": tag,
         "hostname": host,
         "cpu": cpu,
@@ -73,6 +77,7 @@ def write_run(
     lr_rule: str = "linear_warmup",
     mode: str = "ddp",
     seed: int = 0,
+    repeat: int = 0,
     status: str = "complete",
     final_acc: float | None = 0.9,
     samples_per_s: float | None = None,
@@ -88,6 +93,7 @@ def write_run(
     sync_label: str | None = None,
     sync_metrics: dict | None = None,
     noise_scale: bool = False,
+    oversubscribed: bool = False,
 ) -> Path:
     """One run. Without ``sync`` the record has no strategy keys, like results from before
     strategies were recorded."""
@@ -105,6 +111,7 @@ def write_run(
         "warmup_epochs": 1.0 if lr_rule == "linear_warmup" else 0.0,
         "epochs": epochs,
         "seed": seed,
+        "repeat": repeat,
         "precision": "fp32",
         "device": "cpu",
         "target_acc": TARGET,
@@ -118,7 +125,7 @@ def write_run(
             "run_id": run_id,
             **summary,
             "config": {"workers": workers},
-            "hardware": hardware(tag, host),
+            "hardware": hardware(tag, host, oversubscribed=oversubscribed),
             "steps_per_epoch": STEPS_PER_EPOCH,
         }
     )
@@ -205,19 +212,33 @@ def write_scaling(
     speed: float = 1.0,
     timing: bool = True,
     host: str = "box",
+    cores: int | None = None,
+    repeats: int = 1,
 ) -> None:
-    """A scaling sweep: 1..8 real workers, one rule, a short (1-epoch) budget."""
+    """A scaling sweep: 1..8 real workers, one rule, a short (1-epoch) budget; worker counts
+    above ``cores`` are oversubscribed (one thread per worker). Repeats vary around the same
+    median (``REPEAT_SPREAD``)."""
     for workers, tput in THROUGHPUT.items():
-        write_run(
-            root,
-            workers=workers,
-            samples_per_s=speed * tput,
-            timing=timing,
-            tag=tag,
-            host=host,
-            epochs=1,
-            compute_s=COMPUTE_S / speed,
-        )
+        for repeat in range(repeats):
+            write_run(
+                root,
+                workers=workers,
+                repeat=repeat,
+                samples_per_s=speed * tput * REPEAT_SPREAD[repeat],
+                timing=timing,
+                tag=tag,
+                host=host,
+                epochs=1,
+                compute_s=COMPUTE_S / speed,
+                oversubscribed=cores is not None and workers > cores,
+            )
+
+
+def write_repeated(root: Path, tag: str, by_workers: dict[int, list[float]]) -> None:
+    """A scaling sweep with repeats: the samples/s of each repeat at each worker count."""
+    for workers, measured in by_workers.items():
+        for repeat, tput in enumerate(measured):
+            write_run(root, workers=workers, samples_per_s=tput, tag=tag, host=tag, repeat=repeat)
 
 
 def write_convergence(root: Path, noise_scale: bool = True) -> None:

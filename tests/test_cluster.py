@@ -154,7 +154,7 @@ def test_slurm_launcher_config_renders_the_expected_sbatch_script(dpsuite, tmp_p
         "#SBATCH --partition=gpu",
         "#SBATCH --time=30",
         "#SBATCH --job-name=dpsuite",
-        "#SBATCH --array=0-7%8",  # 4 workloads x 2 batch sizes: one job each
+        "#SBATCH --array=0-23%24",  # 4 workloads x 2 batch sizes x 3 repeats: one job each
     ):
         assert line in script, script
     assert "srun" in script and str(tmp_path / ".hydra" / ".submitit") in script

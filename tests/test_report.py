@@ -14,6 +14,7 @@ import pytest
 
 from suite import results
 from suite.analysis.report import build, data, findings
+from suite.analysis.report import critical_batch as cb
 from tests import report_trees as trees
 from tests.conftest import run_subprocess
 
@@ -54,10 +55,28 @@ def png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", blob[16:24])
 
 
-def findings_of(report_dir: Path) -> list[str]:
+def topics_of(report_dir: Path) -> dict[str, list[str]]:
+    """The findings of index.md by topic (### headings under ## Findings)."""
     md = (report_dir / "index.md").read_text()
-    section = md.split("## Findings\n\n", 1)[1].split("\n\n", 1)[0]
-    return [line[2:] for line in section.splitlines()]
+    if "## Findings\n" not in md:
+        return {}
+    section = md.split("## Findings\n", 1)[1].split("\n## ", 1)[0]
+    topics: dict[str, list[str]] = {}
+    for block in section.split("### ")[1:]:
+        title, _, body = block.partition("\n")
+        topics[title] = [line[2:] for line in body.splitlines() if line.startswith("- ")]
+    return topics
+
+
+def findings_of(report_dir: Path) -> list[str]:
+    return [f for found in topics_of(report_dir).values() for f in found]
+
+
+def headline_of(report_dir: Path) -> list[str]:
+    """The bold bullets between the title block and the first section of index.md."""
+    md = (report_dir / "index.md").read_text()
+    top = md.split("\n## ", 1)[0]
+    return [line[4:-2] for line in top.splitlines() if line.startswith("- **")]
 
 
 def report(dpsuite, capsys, results_dir: Path, out: Path) -> tuple[Path, str]:
@@ -75,6 +94,10 @@ def assert_valid_images(report_dir: Path) -> set[str]:
     md = (report_dir / "index.md").read_text()
     assert all(f"]({src})" in md for src in sources)
     assert {p.name for p in report_dir.glob("*.png")} == set(sources), "one PNG per plot"
+    svgs = {p.stem for p in report_dir.glob("*.svg")}
+    assert svgs == {Path(src).stem for src in sources}, "an SVG beside every PNG"
+    for svg in report_dir.glob("*.svg"):
+        assert svg.read_text().lstrip().startswith("<?xml") and "</svg>" in svg.read_text()
     return set(sources)
 
 
@@ -209,6 +232,36 @@ def test_convergence_only(dpsuite, capsys, convergence_tree, tmp_path):
     assert done["grad_noise_scale.mean"].notna().all() and "grad_noise_scale" not in summary
 
 
+def test_runs_near_chance_are_kept_out_of_the_noise_scale(tmp_path):
+    """A linear_warmup run at batch 512 that ended at chance (10 %, its untrained accuracy)
+    has a noise scale of its own; it must not bend the curves or the prediction."""
+    root = tmp_path / "res"
+    trees.write_convergence(root)
+    trees.write_run(
+        root,
+        workers=512 // trees.PER_WORKER,
+        mode="simulated",
+        lr_rule="linear_warmup",
+        final_acc=0.1,
+        noise_scale=True,
+    )
+    written = build.build_report(root, tmp_path / "rep")
+    tree = data.load_tree(root)
+    group = data.convergence_runs(tree.runs)
+    measured = cb.noise_scale_runs(group, tree.epochs)
+    assert 512 not in set(measured["global_batch"])
+    assert 512 not in set(
+        cb.noise_scale_curves(measured, tree.epochs, "linear_warmup")["global_batch"]
+    )
+    floor = 0.1 + cb.CHANCE_FRACTION * (0.91 - 0.1)  # chance: every run's epoch-0 accuracy
+    found = findings_of(written.out)
+    assert expected_critical_batch_finding() in found  # the same prediction as without it
+    assert (
+        f"1 run that stayed near chance (final accuracy below {100 * floor:.1f} %) is left out "
+        "of the gradient noise scale and the predicted critical batch." in found
+    )
+
+
 def strip_noise_scale(root: Path) -> None:
     """Make a tree look written before the noise scale was measured: no columns, no metric."""
     for epochs_csv in root.rglob("epochs.csv"):
@@ -329,6 +382,111 @@ def test_curve_batches(batches, expected):
     assert data.curve_batches(pd.DataFrame({"global_batch": batches})) == expected
 
 
+# ---- headline and topics -----------------------------------------------------------------------
+
+
+def expected_headline_start() -> list[str]:
+    """The accuracy and warmup sentences, hand-derived from trees.ACCURACY."""
+    acc = trees.ACCURACY
+    return [
+        "Largest global batch within 1 point of the batch-32 accuracy (91.0 %): 128 with "
+        "`linear_warmup`; 64 with `linear`; only 32 with `naive`.",
+        "Warmup extends linear scaling from batch 64 to 128: at global batch 128 "
+        f"`linear_warmup` keeps {100 * acc['linear_warmup'][128]:.1f} % where `linear` "
+        f"diverges, but at 256 warmup falls to {100 * acc['linear_warmup'][256]:.1f} % too.",
+    ]
+
+
+def expected_scaling_headline(n: int = 8, crowded: str = "") -> str:
+    t = trees.THROUGHPUT
+    exposed_ms = 1e3 * (n * trees.PER_WORKER / t[n] - trees.COMPUTE_S)
+    exposed = f"{exposed_ms:.0f}" if exposed_ms >= 10 else f"{exposed_ms:.2g}"  # two digits
+    return (
+        f"At {n} workers mnist1d_mlp · 32/worker reaches {100 * t[n] / (n * t[1]):.0f} % "
+        f"scaling efficiency ({1e3 * trees.COMPUTE_S:.0f} ms of compute and {exposed} ms of "
+        f"exposed all-reduce per step){crowded}."
+    )
+
+
+def test_headline_says_what_to_act_on_in_five_sentences(mixed_tree, tmp_path):
+    root, _ = mixed_tree
+    written = build.build_report(root, tmp_path / "rep")
+    assert written.headline == [
+        *expected_headline_start(),
+        expected_scaling_headline(),
+        "All-reduce bus bandwidth (2 ranks, gloo) peaks at 3.94 GB/s with 16 MiB messages.",
+        "2 of 33 runs failed; they are listed under Failed runs.",
+    ]
+    assert headline_of(tmp_path / "rep") == written.headline
+    page = (tmp_path / "rep" / "index.html").read_text()
+    top = page.split('<ul class="headline">', 1)[1].split("</ul>", 1)[0]
+    assert top.count("<li>") == 5 and page.index("headline") < page.index("<h2>Findings")
+
+
+def test_without_failures_the_headline_ends_on_the_critical_batch(convergence_tree, tmp_path):
+    written = build.build_report(convergence_tree, tmp_path / "rep")
+    knee = float(f"{expected_knee():.2g}")
+    assert written.headline == [
+        *expected_headline_start(),
+        "The gradient noise scale predicts a critical batch of ≈ 130; steps to target leave "
+        f"perfect scaling by 2× at ≈ {knee:g}.",
+    ]
+
+
+def test_findings_are_grouped_by_topic(mixed_tree, tmp_path):
+    root, _ = mixed_tree
+    out = build.build_report(root, tmp_path / "rep").out
+    topics = topics_of(out)
+    assert list(topics) == ["Runs", "Scaling", "All-reduce", "Convergence"]
+    assert set(expected_scaling_findings()) <= set(topics["Scaling"])
+    assert topics["Convergence"] == expected_convergence_findings()
+    page = (out / "index.html").read_text()
+    summaries = [p.split("</summary>", 1)[0] for p in page.split("<details><summary>")[1:]]
+    assert summaries == [f"{t} ({len(found)})" for t, found in topics.items()]
+
+
+# ---- oversubscription ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def crowded_tree(tmp_path_factory) -> Path:
+    """A scaling sweep on a 4-core machine: the 8-worker point is oversubscribed."""
+    root = tmp_path_factory.mktemp("crowded")
+    trees.write_scaling(root, cores=4)
+    return root
+
+
+def test_oversubscribed_points_are_marked(crowded_tree, tmp_path):
+    from suite.analysis.report import plots
+
+    scaling = data.scaling_table(data.load_tree(crowded_tree).runs)
+    assert list(scaling["oversubscribed"]) == [False, False, False, True]
+    figure = plots.throughput_vs_workers(scaling)
+    hollow = [
+        list(line.get_xdata())
+        for line in figure.axes[0].lines
+        if line.get_markerfacecolor() == "white" and len(line.get_xdata())
+    ]
+    assert hollow == [[8]], "the oversubscribed point, and only it, is drawn hollow"
+    bars = plots.step_time_breakdown(scaling).axes[0].patches
+    assert sum(bar.get_hatch() == "//" for bar in bars) == 3  # compute, exposed, rest at N=8
+
+    written = build.build_report(crowded_tree, tmp_path / "rep")
+    assert (
+        expected_scaling_headline(
+            4,
+            "; runs at 8 workers had more worker threads than cores (oversubscribed, drawn "
+            "hollow) and measure contention",
+        )
+        in written.headline
+    )
+    md = (written.out / "index.md").read_text()
+    table = md.split("\n## Scaling\n\n", 1)[1].split("\n\n", 2)[1].splitlines()
+    header = [c.strip() for c in table[0].strip("|").split("|")]
+    marks = [[c.strip() for c in row.strip("|").split("|")][-1] for row in table[2:]]
+    assert header[-1] == "oversubscribed" and marks == ["", "", "", "yes"]
+
+
 # ---- bad input ----------------------------------------------------------------------------------
 
 
@@ -396,24 +554,30 @@ def test_compare_two_tagged_trees(dpsuite, capsys, tmp_path):
     trees.write_comm_bench(b, tag="box-b", peak=1.0)
     out = tmp_path / "cmp"
     assert dpsuite("compare", str(a), str(b), "--out", str(out)) == 0
+    printed = capsys.readouterr().out
     assert assert_valid_images(out) == {
         "throughput.png",
         "efficiency.png",
         "allreduce_bandwidth.png",
     }
+    assert headline_of(out) == [
+        "Over 4 configurations run on both, `box-b` has 0.50× the throughput of `box-a` "
+        "(median; from 0.50× to 0.50×)."
+    ]
     found = findings_of(out)
-    assert found[0] == (
-        "Over 4 configurations run on both, `box-a` has 2.00× the throughput of `box-b` "
-        "(median; from 2.00× to 2.00×)."
-    )
     for machine in ("box-a", "box-b"):  # efficiency is the same shape on both
         label = f"{machine} · mnist1d_mlp · 32/worker"
         assert f"{label}: largest worker count with ≥ 80 % scaling efficiency: 4 (85 %)." in found
     ratios = pd.read_csv(out / "ratios.csv")
     assert sorted(ratios["workers"]) == sorted(trees.THROUGHPUT)
-    assert ratios["throughput_A_div_B"].round(6).eq(2.0).all()
-    assert ratios["step_time_A_div_B"].round(6).eq(0.5).all()
+    assert ratios["ratio_B_over_A"].round(6).eq(0.5).all()
+    assert ratios["ratio_low"].isna().all(), "one run per point: no interval"
     assert set(pd.read_csv(out / "summary.csv")["machine"]) == {"box-a", "box-b"}
+    # The ratio table comes first, in the terminal and in the report.
+    assert printed.startswith("throughput B / A per configuration (A: box-a, B: box-b):")
+    assert "mnist1d_mlp, 8 workers, 32/worker" in printed and "0.50×" in printed
+    md = (out / "index.md").read_text()
+    assert md.index("## Throughput B ÷ A per configuration") < md.index("## Findings")
 
 
 def test_compare_untagged_groups_by_fingerprint(dpsuite, capsys, tmp_path):
@@ -422,14 +586,112 @@ def test_compare_untagged_groups_by_fingerprint(dpsuite, capsys, tmp_path):
     trees.write_scaling(b, tag=None, host="beta", speed=0.8)
     out = tmp_path / "cmp"
     assert dpsuite("compare", str(a), str(b), "--out", str(out)) == 0
-    found = findings_of(out)
-    assert found[0].startswith("Over 4 configurations run on both, `alpha (id-alpha)` has 1.25×")
+    assert headline_of(out)[0].startswith(
+        "Over 4 configurations run on both, `beta (id-beta)` has 0.80× the throughput of "
+        "`alpha (id-alpha)`"
+    )
 
 
 def test_compare_one_machine_says_so(dpsuite, capsys, scaling_tree, tmp_path):
     out = tmp_path / "cmp"
     assert dpsuite("compare", str(scaling_tree), str(scaling_tree), "--out", str(out)) == 0
-    assert findings_of(out)[0].startswith("All results come from one machine (`box-a`)")
+    assert headline_of(out)[0].startswith("All results come from one machine (`box-a`)")
+    assert not (out / "ratios.csv").exists()
+
+
+REPEATED_A = {1: [1000.0, 1040.0, 960.0], 2: [1900.0, 1950.0, 1850.0]}
+# B: as fast at 1 worker, 20 % slower at 2 workers, in every repeat.
+REPEATED_B = {1: [1010.0, 990.0, 1030.0], 2: [1500.0, 1560.0, 1540.0]}
+
+
+@pytest.fixture(scope="module")
+def repeated_machines(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("repeated")
+    trees.write_repeated(root / "a", "box-a", REPEATED_A)
+    trees.write_repeated(root / "b", "box-b", REPEATED_B)
+    return root / "a", root / "b"
+
+
+def test_repeats_give_each_scaling_point_a_median_and_an_interval(repeated_machines):
+    from suite.analysis.report import stats
+
+    scaling = data.scaling_table(data.load_tree(repeated_machines[0]).runs)
+    assert list(scaling["runs"]) == [3, 3]
+    assert list(scaling["samples_per_s"]) == [1000.0, 1900.0]  # medians of the repeats
+    two = scaling[scaling["workers"] == 2].iloc[0]
+    assert (two["samples_per_s_low"], two["samples_per_s_high"]) == stats.median_ci(REPEATED_A[2])
+    assert 1850.0 <= two["samples_per_s_low"] < 1900.0 < two["samples_per_s_high"] <= 1950.0
+    assert two["efficiency"] == pytest.approx(1900.0 / 2000.0)
+
+
+def test_compare_gates_a_regression(dpsuite, capsys, repeated_machines, tmp_path):
+    a, b = repeated_machines
+    assert dpsuite("compare", str(a), str(b), "--out", str(tmp_path / "ok")) == 0
+    capsys.readouterr()
+    assert (
+        dpsuite("compare", str(a), str(b), "--out", str(tmp_path / "cmp"), "--fail-below", "0.95")
+        == 1
+    )
+    captured = capsys.readouterr()
+    regressions = [
+        line for line in captured.err.splitlines() if line.startswith("dpsuite: regression: ")
+    ]
+    assert len(regressions) == 1, captured.err
+    assert regressions[0].startswith(
+        "dpsuite: regression: mnist1d_mlp, 2 workers, 32/worker: box-b / box-a = 0.81× ("
+    )
+    ratios = pd.read_csv(tmp_path / "cmp" / "ratios.csv").set_index("workers")
+    assert ratios.loc[2, "ratio_B_over_A"] == pytest.approx(1540.0 / 1900.0)
+    assert ratios.loc[2, "ratio_high"] < 0.95  # the whole interval is below the gate
+    assert ratios.loc[1, "ratio_low"] < 1.0 < ratios.loc[1, "ratio_high"]
+    assert (
+        "1 configuration regressed below 0.95× the throughput on `box-a`"
+        in (headline_of(tmp_path / "cmp")[1])
+    )
+    # The same machines the other way round: B is faster everywhere, nothing regressed.
+    assert (
+        dpsuite("compare", str(b), str(a), "--out", str(tmp_path / "rev"), "--fail-below", "0.95")
+        == 0
+    )
+    assert "dpsuite: regression" not in capsys.readouterr().err
+    assert (
+        headline_of(tmp_path / "rev")[1]
+        == "No configuration is below 0.95× its throughput on `box-b`."
+    )
+
+
+def test_a_ratio_whose_interval_covers_the_gate_is_not_a_regression(
+    dpsuite, capsys, repeated_machines, tmp_path
+):
+    """At 1 worker B ÷ A is 1.01×, below a gate at 1.02, but its interval reaches above it:
+    the repeats do not show a regression. At 2 workers (0.81×) they do."""
+    a, b = repeated_machines
+    out = tmp_path / "cmp"
+    assert dpsuite("compare", str(a), str(b), "--out", str(out), "--fail-below", "1.02") == 1
+    err = capsys.readouterr().err
+    assert "2 workers" in err and "1 worker," not in err
+    one = pd.read_csv(out / "ratios.csv").set_index("workers").loc[1]
+    assert one["ratio_B_over_A"] < 1.02 < one["ratio_high"]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc"])
+def test_fail_below_bad_value_is_one_line(dpsuite, capsys, repeated_machines, tmp_path, value):
+    a, b = repeated_machines
+    out = tmp_path / "cmp"
+    assert dpsuite("compare", str(a), str(b), "--out", str(out), "--fail-below", value) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("dpsuite: error: ") and "fail-below" in err
+    assert not out.exists()
+
+
+def test_fail_below_with_nothing_to_compare_is_an_error(dpsuite, capsys, scaling_tree, tmp_path):
+    out = tmp_path / "cmp"
+    assert dpsuite("compare", str(scaling_tree), "--out", str(out), "--fail-below", "0.9") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "dpsuite: error: --fail-below: no configuration was run with real workers on two "
+        "machines, so nothing can be compared"
+    ]
 
 
 def test_efficiency_is_relative_to_the_smallest_worker_count(tmp_path):
@@ -492,7 +754,7 @@ def test_sync_strategies(dpsuite, capsys, tmp_path):
     sync_found = [f for f in found if f in expected_sync_findings()]
     assert sync_found == expected_sync_findings()
     md = (out / "index.md").read_text()
-    table = md.split("## Synchronization strategies\n\n", 1)[1].split("\n\n", 2)[1]
+    table = md.split("\n## Synchronization strategies\n\n", 1)[1].split("\n\n", 2)[1]
     rows = [line for line in table.splitlines()[2:]]
     assert len(rows) == 15  # five strategies x three worker counts
     # Throughput series are split by strategy, never pooled across strategies.

@@ -1,4 +1,7 @@
-"""Headless Chromium opens a report from disk: every image loads, and a screenshot is saved.
+"""Headless Chromium opens every kind of report page from disk (a report, a comparison, the
+reference report rebuilt from the committed results): every image loads, the headline is at
+the top with at most five sentences, the findings are folded by topic, and a full-page
+screenshot is saved to look at.
 
 Run by `nox -s report_browser`; skipped when Chromium is not installed (Debian: `chromium`).
 """
@@ -15,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from suite.analysis.report.build import REFERENCE_REPORT, build_report
+from suite.analysis.report.build import REFERENCE_RESULTS, build_report
+from suite.analysis.report.compare import build_compare
 from tests import report_trees as trees
 from tests.conftest import REPO
 from tests.test_report import html_images, png_size
@@ -35,6 +39,7 @@ FLAGS = [
     "--no-first-run",
     "--hide-scrollbars",
 ]
+MAX_SHOT_HEIGHT = 30000  # pixels; a longer page is cut there
 # A page that frames the report and writes what the browser made of every <img> into the DOM.
 PROBE = """<!DOCTYPE html><html><body><pre id="result">pending</pre>
 <iframe id="report" src="{src}" style="width:1200px;height:900px"></iframe>
@@ -48,7 +53,20 @@ frame.addEventListener("load", () => {{
   const loaded = i => i.complete ? null : new Promise(r => {{ i.onload = i.onerror = r; }});
   Promise.all(images.map(loaded)).then(() => {{
       const seen = images.map(i => ({{src: i.getAttribute("src"), width: i.naturalWidth}}));
-      out.textContent = "RESULT " + JSON.stringify({{title: doc.title, images: seen}});
+      const headline = doc.querySelector("ul.headline");
+      const first = doc.querySelector("h2");
+      const top = headline && first ? Boolean(
+        headline.compareDocumentPosition(first) & Node.DOCUMENT_POSITION_FOLLOWING) : null;
+      out.textContent = "RESULT " + JSON.stringify({{
+        title: doc.title,
+        images: seen,
+        headline: headline ? headline.querySelectorAll("li").length : 0,
+        headline_first: top,
+        topics: doc.querySelectorAll("details > summary").length,
+        open_topics: doc.querySelectorAll("details[open]").length,
+        wider_than_page: doc.documentElement.scrollWidth > frame.clientWidth,
+        height: doc.documentElement.scrollHeight,
+      }});
     }});
 }});
 </script></body></html>
@@ -92,11 +110,15 @@ def check_in_browser(report_dir: Path, tmp_path: Path, name: str) -> None:
     assert [i["src"] for i in seen["images"]] == html_images(report_dir)
     broken = [i["src"] for i in seen["images"] if i["width"] <= 0]
     assert not broken, f"images that did not load: {broken}"
+    assert 1 <= seen["headline"] <= 5 and seen["headline_first"], seen
+    assert seen["topics"] >= 1 and seen["open_topics"] == 0, "findings fold away by topic"
+    assert not seen["wider_than_page"], "the page scrolls sideways"
 
     shot = screenshot_dir(tmp_path) / f"{name}.png"
     shot.unlink(missing_ok=True)
+    height = min(int(seen["height"]) + 40, MAX_SHOT_HEIGHT)  # the whole page, to look at
     proc = chromium(
-        [f"--screenshot={shot}", "--window-size=1280,4000", index.as_uri()],
+        [f"--screenshot={shot}", f"--window-size=1280,{height}", index.as_uri()],
         tmp_path / f"profile-shot-{name}",
     )
     assert shot.exists(), proc.stderr[-2000:]
@@ -104,10 +126,15 @@ def check_in_browser(report_dir: Path, tmp_path: Path, name: str) -> None:
     assert width > 0 and height > 0
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: chromium)")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (Debian: chromium)"
+)
+
+
+@needs_chromium
 def test_synthetic_report_in_chromium(tmp_path):
     res = tmp_path / "mixed"
-    trees.write_scaling(res)
+    trees.write_scaling(res, cores=4)
     trees.write_convergence(res)
     trees.write_comm_bench(res)
     trees.write_failures(res)
@@ -115,9 +142,22 @@ def test_synthetic_report_in_chromium(tmp_path):
     check_in_browser(written.out, tmp_path, "synthetic-report")
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: chromium)")
+@needs_chromium
+def test_comparison_in_chromium(tmp_path):
+    a, b = tmp_path / "box-a", tmp_path / "box-b"
+    trees.write_scaling(a, tag="box-a", host="host-a", cores=4, repeats=3)
+    trees.write_comm_bench(a, tag="box-a", peak=4.0)
+    trees.write_scaling(b, tag="box-b", host="host-b", speed=3.0, cores=4, repeats=3)
+    trees.write_comm_bench(b, tag="box-b", peak=9.0)
+    written = build_compare([a, b], tmp_path / "compare", fail_below=0.95)
+    check_in_browser(written.out, tmp_path, "comparison")
+
+
+@needs_chromium
 @pytest.mark.skipif(
-    not (REPO / REFERENCE_REPORT / "index.html").exists(), reason="no reference report committed"
+    not (REPO / REFERENCE_RESULTS).is_dir(), reason="no reference results committed"
 )
 def test_reference_report_in_chromium(tmp_path):
-    check_in_browser(REPO / REFERENCE_REPORT, tmp_path, "reference-report")
+    """The reference report as this code writes it (the committed one may be older)."""
+    written = build_report(REPO / REFERENCE_RESULTS, tmp_path / "reference")
+    check_in_browser(written.out, tmp_path, "reference-report")

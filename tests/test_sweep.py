@@ -34,10 +34,10 @@ def test_presets_expand_to_their_grids(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # checking a preset creates its (relative) results directory
     scaling = plan(["+sweep=scaling"], multirun=True).specs
     workloads = ("mnist1d_mlp", "mnist1d_cnn", "cifar_resnet", "tiny_gpt")
-    assert len(scaling) == 32
+    assert len(scaling) == 32 * 3  # every point repeated three times
     rows = [s.summary() for s in scaling]
-    assert {(r["workload"], r["workers"], r["per_worker_batch"]) for r in rows} == {
-        (w, n, b) for w in workloads for n in (1, 2, 4, 8) for b in (32, 128)
+    assert {(r["workload"], r["workers"], r["per_worker_batch"], r["repeat"]) for r in rows} == {
+        (w, n, b, r) for w in workloads for n in (1, 2, 4, 8) for b in (32, 128) for r in (0, 1, 2)
     }
     assert {(s.cfg.mode, s.cfg.train.max_steps) for s in scaling} == {("ddp", 200)}
     conv = plan(["+sweep=convergence"], multirun=True).specs

@@ -18,8 +18,9 @@ commands:
   report RESULTS_DIR [--out DIR]
                             plots, findings and tables of a results tree (HTML + Markdown + PNG
                             + CSV); default output: reports/<name of RESULTS_DIR>
-  compare DIR [DIR...] [--out DIR]
-                            several results trees side by side, grouped by machine
+  compare A B [DIR...] [--out DIR] [--fail-below RATIO]
+                            results trees side by side, grouped by machine: throughput B / A
+                            per configuration with its interval; exit 1 below RATIO
   comm-bench [OPTIONS]      all-reduce microbenchmark (size, time, algbw, busbw, correctness)
                             e.g. dpsuite comm-bench --workers 2 --sizes 1K:64M --dtype fp32
   sweep NAME [OVERRIDES...] a sweep preset from suite/conf/sweep/NAME.yaml (scaling, convergence,
@@ -217,14 +218,41 @@ def _report(args: list[str]) -> int:
 
 
 def _compare(args: list[str]) -> int:
-    parser = ArgParser(prog="dpsuite compare", description="Results trees side by side.")
+    parser = ArgParser(
+        prog="dpsuite compare",
+        description="Results trees side by side, grouped by machine. The first directory's "
+        "machine is the baseline A; throughput on every other machine B is compared as B / A.",
+    )
     parser.add_argument("dirs", nargs="+", metavar="DIR", help="results directories")
     parser.add_argument("--out", help="output directory (default: reports/compare-A-vs-B)")
+    parser.add_argument(
+        "--fail-below",
+        type=float,
+        metavar="RATIO",
+        help="exit 1 when a configuration's B / A throughput is below RATIO (e.g. 0.95), its "
+        "whole 95 %% interval when repeats give one",
+    )
     ns = parser.parse_args(args)
-    from suite.analysis.report.compare import build_compare
+    if ns.fail_below is not None and not ns.fail_below > 0:
+        raise UserError(f"--fail-below must be a ratio > 0, got {ns.fail_below}")
+    from suite.analysis.report import compare
 
-    _print_written(build_compare(ns.dirs, ns.out))
-    return 0
+    compared = compare.build_compare(ns.dirs, ns.out, ns.fail_below)
+    if len(compared.ratios):
+        print(f"throughput B / A per configuration ({compare.pair_names(compared.ratios)}):")
+        print(compare.ratio_lines(compared.ratios))
+        print()
+    _print_written(compared)
+    if ns.fail_below is None:
+        return 0
+    if compared.ratios.empty:
+        raise UserError(
+            "--fail-below: no configuration was run with real workers on two machines, so "
+            "nothing can be compared"
+        )
+    for line in compare.regression_lines(compared.regressed, compared.ratios):
+        print(f"dpsuite: regression: {line}", file=sys.stderr)
+    return 1 if len(compared.regressed) else 0
 
 
 COMMANDS = {

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import numbers
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from suite.analysis import scaling
 from suite.analysis.report import critical_batch as cb
-from suite.analysis.report import data, findings, plots, render, strategies
+from suite.analysis.report import data, findings, headline, plots, render, strategies
 from suite.errors import UserError
 
 # Every PNG a report can write starts with one of these; older ones are removed on regeneration.
@@ -38,6 +39,7 @@ REFERENCE_REPORT = Path("reports/reference")
 class Written:
     out: Path
     warnings: list[str]
+    headline: list[str] = field(default_factory=list)
 
 
 def default_out(results_dir: str | Path) -> Path:
@@ -53,7 +55,7 @@ def prepare_out(out: Path) -> Path:
         probe.unlink()
     except OSError as exc:
         raise UserError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
-    for old in out.glob("*.png"):
+    for old in [*out.glob("*.png"), *out.glob("*.svg")]:
         if old.name.startswith(PLOT_NAMES):
             old.unlink()
     return out
@@ -91,19 +93,24 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
 
 
-def machines_lines(runs: pd.DataFrame, comm: pd.DataFrame) -> list[str]:
-    """One line per machine: what it is, from the hardware fingerprint."""
+def machines_lines(
+    runs: pd.DataFrame, comm: pd.DataFrame, order: list[str] | None = None
+) -> list[str]:
+    """One line per machine (by name, or in ``order``): what it is, from its fingerprint."""
     frames = [f for f in (runs, comm) if not f.empty and "machine" in f.columns]
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     lines = []
-    for machine, grp in rows.groupby("machine", sort=True):
-        first = grp.iloc[0]
+    groups = dict(list(rows.groupby("machine", sort=True))) if len(rows) else {}
+    for machine in order or list(groups):
+        first = groups[machine].iloc[0]
 
         def get(key: str, row=first):
             value = row.get(f"hardware.{key}")
             return None if value is None or (isinstance(value, float) and pd.isna(value)) else value
 
-        parts = [f"{get('cpu') or 'unknown CPU'} ({get('cpu_count') or '?'} cores)"]
+        cores = get("cpu_count")
+        cores = f"{cores:g}" if isinstance(cores, numbers.Real) else "?"
+        parts = [f"{get('cpu') or 'unknown CPU'} ({cores} cores)"]
         accel = get("accelerator")
         if accel and accel != "none":
             parts.append(f"{get('accelerator_count') or '?'} × {accel}")
@@ -136,44 +143,70 @@ def scaling_section(tree: data.ResultsTree, figs: FigureWriter, report: render.R
         "throughput",
         plots.throughput_vs_workers(scaling),
         "Throughput vs workers",
-        f"Median measured samples/s of the complete DDP runs at each worker count "
-        f"({int(counts.sum())} runs); dashed: ideal linear scaling from N={base}.",
+        f"One panel per workload. Median measured samples/s of the complete DDP runs at each "
+        f"worker count ({int(counts.sum())} runs; bars: 95 % bootstrap interval where a point "
+        f"was repeated); dashed: ideal linear scaling from N={base}; hollow: oversubscribed "
+        "(more worker threads than cores: the point measures contention).",
     )
     figs.add(
         "efficiency",
         plots.efficiency_vs_workers(scaling),
         "Scaling efficiency vs workers",
-        f"Throughput at N workers divided by N/{base} × the throughput at N={base}. "
-        "100 % is perfect scaling; the dotted line marks 80 %.",
+        f"Throughput at N workers divided by N/{base} × the throughput at N={base}, one panel "
+        "per workload. 100 % is perfect scaling; the dotted line marks 80 %; hollow: "
+        "oversubscribed.",
     )
     figs.add(
         "step_time_breakdown",
         plots.step_time_breakdown(scaling),
         "Step-time breakdown",
         "Median step time split into compute (the step without gradient synchronisation), "
-        "exposed communication (the time the all-reduce adds) and the rest; the black tick is "
-        "the total all-reduce time, part of which overlaps the backward pass.",
+        "exposed communication (the time the all-reduce adds) and the rest, one panel per "
+        "series; the black tick is the total all-reduce time, part of which overlaps the "
+        "backward pass; hatched: oversubscribed.",
     )
     report.findings += findings.scaling_findings(scaling)
-    table = scaling.assign(
-        efficiency_pct=100 * scaling["efficiency"],
-        step_time_ms=1e3 * scaling["step_time_s"],
-        compute_ms=1e3 * scaling["compute_time_s"],
-        exposed_comm_ms=1e3 * scaling["exposed_comm_s"],
-        comm_ms=1e3 * scaling["comm_time_s"],
+    report.tables.append(
+        render.Table(
+            "Scaling",
+            scaling_table_for_report(scaling),
+            "Medians over the runs of each point; 95 % CI: bootstrap interval of the median "
+            "samples/s over repeated runs. oversubscribed: more worker threads than cores, so "
+            "the point measures contention.",
+        )
     )
-    cols = [
-        "series",
-        "workers",
-        "runs",
-        "samples_per_s",
-        "efficiency_pct",
-        "step_time_ms",
-        "compute_ms",
-        "exposed_comm_ms",
-        "comm_ms",
-    ]
-    report.tables.append(render.Table("Scaling", table[cols].dropna(axis=1, how="all")))
+
+
+def interval_text(low: float, high: float) -> str:
+    return "" if pd.isna(low) or pd.isna(high) else f"{low:,.0f}–{high:,.0f}"
+
+
+def scaling_table_for_report(scaling: pd.DataFrame) -> pd.DataFrame:
+    table = pd.DataFrame(
+        {
+            "series": scaling["series"],
+            "workers": scaling["workers"],
+            "runs": scaling["runs"],
+            "samples_per_s": scaling["samples_per_s"],
+            "samples_per_s_95%_CI": [
+                interval_text(lo, hi)
+                for lo, hi in zip(
+                    scaling["samples_per_s_low"], scaling["samples_per_s_high"], strict=True
+                )
+            ],
+            "efficiency_pct": 100 * scaling["efficiency"],
+            "step_time_ms": 1e3 * scaling["step_time_s"],
+            "compute_ms": 1e3 * scaling["compute_time_s"],
+            "exposed_comm_ms": 1e3 * scaling["exposed_comm_s"],
+            "comm_ms": 1e3 * scaling["comm_time_s"],
+            "oversubscribed": scaling["oversubscribed"].map({True: "yes", False: ""}),
+        }
+    )
+    if not scaling["samples_per_s_low"].notna().any():
+        table = table.drop(columns="samples_per_s_95%_CI")
+    if not scaling["oversubscribed"].any():
+        table = table.drop(columns="oversubscribed")
+    return table.dropna(axis=1, how="all")
 
 
 def model_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Report) -> None:
@@ -329,6 +362,8 @@ def critical_batch_section(
 ) -> list[str]:
     """B_simple over training and the predicted vs empirical critical batch; their findings."""
     measured = cb.noise_scale_runs(group, tree.epochs)
+    chance = cb.near_chance(group, tree.epochs)
+    left_out = len(chance.run_ids) if chance is not None else 0
     rule = cb.reference_rule(measured)
     prediction = cb.predict(measured, rule)
     best = cb.best_steps(group)
@@ -347,8 +382,15 @@ def critical_batch_section(
             "B_simple = tr(Σ)/|G|² (McCandlish et al. 2018, App. A), from bias-corrected moving "
             "averages of the two-batch estimates (per-worker vs global batch), at each "
             f"evaluation of the complete `{rule}` runs; one line per global batch, mean over "
-            "seeds; evaluations without a positive estimate are left out. Dotted: the predicted "
-            "critical batch, the median over these runs of their mean B_simple.",
+            "seeds; evaluations without a positive estimate are left out"
+            + (
+                f", and so are the {plural(left_out, 'run')} that stayed near chance (final "
+                f"accuracy below {100 * chance.floor:.1f} %), whose model did not learn"
+                if left_out
+                else ""
+            )
+            + ". Dotted: the predicted critical batch, the median over these runs of their "
+            "mean B_simple.",
         )
     if prediction is not None and knee is not None:
         figs.add(
@@ -366,7 +408,14 @@ def critical_batch_section(
             f"from B_simple (median over the `{prediction.rule}` runs of their training-mean "
             "B_simple; B_crit ≈ B_noise); band: median lowest to highest B_simple over training.",
         )
-    return findings.critical_batch_findings(prediction, knee, best)
+    out = findings.critical_batch_findings(prediction, knee, best)
+    if left_out and rule is not None:
+        out.append(
+            f"{plural(left_out, 'run')} that stayed near chance (final accuracy below "
+            f"{100 * chance.floor:.1f} %) {'is' if left_out == 1 else 'are'} left out of the "
+            "gradient noise scale and the predicted critical batch."
+        )
+    return out
 
 
 def sync_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Report) -> None:
@@ -486,18 +535,25 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Writ
     figs = FigureWriter(out)
     if not tree.runs.empty:
         report.findings += findings.run_status_findings(tree.runs)
+        report.file("Runs")
         scaling_section(tree, figs, report)
+        report.file("Scaling")
     comm_section(tree, figs, report)
+    report.file("All-reduce")
     model_section(tree, figs, report)
+    report.file("Scaling model")
     if not tree.runs.empty:
         sync_section(tree, figs, report)
+        report.file("Synchronization strategies")
         convergence_section(tree, figs, report)
+        report.file("Convergence")
         runs_tables(tree, report)
         data.summary_frame(tree.runs).to_csv(out / "summary.csv", index=False)
     else:
         (out / "summary.csv").write_text(",".join(["machine", *data.RUN_COLUMNS]) + "\n")
+    report.headline = headline.headline(tree)
     if not figs.figures:
-        report.findings.append(
+        report.headline.append(
             "No plot applies to these results: scaling plots need complete DDP runs at two or "
             "more worker counts; convergence plots need runs at two or more global batches "
             "under two or more LR rules (or simulated workers)."
@@ -505,7 +561,7 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Writ
     report.figures = figs.figures
     report.warnings = tree.warnings
     render.write(report, out)
-    return Written(out=out, warnings=tree.warnings)
+    return Written(out=out, warnings=tree.warnings, headline=report.headline)
 
 
 def regenerate_reference(

@@ -5,6 +5,8 @@ the gradient noise scale B_simple = tr(Sigma) / |G|^2 (B_crit ~ B_noise, which g
 training). Empirically it is where the steps to a target accuracy leave perfect scaling (steps
 proportional to 1/batch). Both come from one convergence group here, as pure functions on frames.
 
+- Runs that stayed near chance (a collapsed model) are left out of both: their B_simple is
+  that of a model that did not learn.
 - Prediction: the median, over the complete runs of the reference rule, of each run's mean
   B_simple over its evaluations (run.json ``grad_noise_scale.mean``); the band is the median of
   each run's lowest and highest B_simple over training (epochs.csv).
@@ -25,6 +27,7 @@ import pandas as pd
 from suite.analysis.report import data
 
 KNEE_FACTOR = 2.0  # "left perfect scaling": more than 2x the perfect-scaling steps
+CHANCE_FRACTION = 0.25  # "near chance": less than a quarter of the way from chance to baseline
 REFERENCE_RULE = "linear_warmup"  # the rule whose noise scale is plotted and predicted from
 
 
@@ -37,11 +40,47 @@ def positive(values: pd.Series) -> pd.Series:
     return values[np.isfinite(values) & (values > 0)]
 
 
+@dataclass(frozen=True)
+class NearChance:
+    """Runs that did not learn: their gradient noise scale describes no training worth predicting
+    from (a collapsed model's B_simple sits at a few samples)."""
+
+    run_ids: frozenset[str]
+    floor: float  # final accuracy below which a run counts as near chance
+
+
+def near_chance(group: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> NearChance | None:
+    """Runs whose final accuracy got less than ``CHANCE_FRACTION`` of the way from chance (the
+    untrained model's accuracy, evaluated at epoch 0) to the group's baseline; None when the
+    group has no baseline or no evaluation at the start."""
+    starts = [
+        float(ep["eval_acc"].iloc[0])
+        for ep in (epochs.get(r, pd.DataFrame()) for r in group["run_id"])
+        if len(ep)
+        and "eval_acc" in ep
+        and ep["epoch"].iloc[0] == 0
+        and np.isfinite(ep["eval_acc"].iloc[0])
+    ]
+    if not starts or "final_eval_acc" not in group:
+        return None
+    base = data.baseline(group)
+    if base is None:
+        return None
+    chance = float(np.median(starts))
+    floor = chance + CHANCE_FRACTION * (base.acc - chance)
+    done = group[group["status"] == "complete"]
+    return NearChance(frozenset(done[done["final_eval_acc"] < floor]["run_id"]), floor)
+
+
 def noise_scale_runs(group: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """The complete runs of a group that measured B_simple, with ``gns_mean`` (the training mean
-    from run.json, else from epochs.csv), ``gns_low`` and ``gns_high`` (range over training)."""
+    """The complete runs of a group that measured B_simple and learned (see `near_chance`), with
+    ``gns_mean`` (the training mean from run.json, else from epochs.csv), ``gns_low`` and
+    ``gns_high`` (range over training)."""
+    chance = near_chance(group, epochs)
+    left_out = chance.run_ids if chance else frozenset()
     rows = []
-    for _, run in group[group["status"] == "complete"].iterrows():
+    done = group[(group["status"] == "complete") & ~group["run_id"].isin(left_out)]
+    for _, run in done.iterrows():
         curve = positive(epochs.get(run["run_id"], pd.DataFrame()).get("grad_noise_scale", ()))
         mean = run.get("grad_noise_scale.mean", math.nan)
         if not (pd.notna(mean) and math.isfinite(mean) and mean > 0):

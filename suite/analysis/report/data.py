@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from suite import results
+from suite.analysis.report import stats
 from suite.errors import UserError
 
 RUN_COLUMNS = [
@@ -38,6 +39,7 @@ RUN_COLUMNS = [
     "warmup_epochs",
     "epochs",
     "seed",
+    "repeat",
     "precision",
     "device",
     "target_acc",
@@ -78,6 +80,7 @@ RUN_COLUMNS = [
     "hardware.accelerator_count",
     "hardware.backend",
     "hardware.torch",
+    "hardware.oversubscribed",
     "run_dir",
 ]
 TEXT_COLUMNS = {
@@ -98,6 +101,8 @@ NUMERIC_COLUMNS = [
     c for c in RUN_COLUMNS if c not in TEXT_COLUMNS and not c.startswith("hardware.")
 ]
 RULE_ORDER = ("naive", "linear", "linear_warmup", "sqrt", "lars")
+EFFICIENCY_THRESHOLD = 0.80  # "scales well": throughput at least 80 % of ideal
+CI_COLUMNS = ["samples_per_s_low", "samples_per_s_high"]
 # Scaling series: runs that differ only in worker count.
 SCALING_KEY = ["machine", "workload", "per_worker_batch", "precision", "device", "sync_label"]
 # Rules that bring their own base LR and schedule (the recipe keys below) to a study.
@@ -202,6 +207,9 @@ def tidy_runs(runs: pd.DataFrame) -> pd.DataFrame:
     runs["sync"] = runs["sync"].fillna("allreduce").astype(str)
     runs["sync_label"] = runs["sync_label"].fillna(runs["sync"]).astype(str)
     runs["machine"] = runs.apply(machine_label, axis=1) if not runs.empty else []
+    # More worker threads than cores: the timings measure contention (records before the
+    # fingerprint had the flag read as not oversubscribed).
+    runs["oversubscribed"] = runs["hardware.oversubscribed"].eq(True)
     return runs
 
 
@@ -238,12 +246,17 @@ def scaling_table(
     """Per scaling series and worker count: median throughput, step-time parts and efficiency.
 
     A series is the complete DDP runs of one machine, workload and per-worker batch; it counts
-    when it holds at least two worker counts. Efficiency is tput(N) / (N/N0 · tput(N0)), with N0
-    the smallest worker count measured (1 in a normal sweep). Legend labels name the key parts
+    when it holds at least two worker counts. Repeated runs of a point give its median and the
+    bootstrap interval of that median (``samples_per_s_low``, ``samples_per_s_high``); a point
+    is ``oversubscribed`` when any of its runs had more worker threads than cores. Efficiency
+    is tput(N) / (N/N0 · tput(N0)), with N0 the smallest worker count measured (1 in a normal
+    sweep). Legend labels name the key parts
     that differ between series, plus ``always``.
     """
     if "sync_label" not in runs.columns:  # a frame not read through tidy_runs
         runs = runs.assign(sync_label="allreduce")
+    if "oversubscribed" not in runs.columns:
+        runs = runs.assign(oversubscribed=False)
     ok = runs[
         (runs["mode"] == "ddp")
         & (runs["status"] == "complete")
@@ -259,10 +272,14 @@ def scaling_table(
         "comm_time_s",
         "exposed_comm_s",
     ]
+    points = ok.groupby([*SCALING_KEY, "workers"], dropna=False)
+    ci = points["samples_per_s"].apply(lambda s: pd.Series(stats.median_ci(s), index=CI_COLUMNS))
     table = (
-        ok.groupby([*SCALING_KEY, "workers"], dropna=False)[parts]
+        points[parts]
         .median()
-        .join(ok.groupby([*SCALING_KEY, "workers"], dropna=False).size().rename("runs"))
+        .join(points.size().rename("runs"))
+        .join(points["oversubscribed"].any())
+        .join(ci.unstack())
         .reset_index()
     )
     series = []

@@ -11,7 +11,6 @@ from suite.analysis.report import critical_batch as cb
 from suite.analysis.report import data
 from suite.analysis.report.plots import approx, human_bytes
 
-EFFICIENCY_THRESHOLD = 0.80  # "scales well" when throughput is at least 80 % of ideal
 SUPERLINEAR = 1.10  # efficiency above this points at a slow baseline, not at magic
 ACCURACY_TOLERANCE = 0.01  # "holds the baseline" when within 1 point of it
 
@@ -50,18 +49,18 @@ def scaling_findings(scaling: pd.DataFrame) -> list[str]:
             "efficiency)."
         )
         more = grp[grp["workers"] > n0]
-        good = more[more["efficiency"] >= EFFICIENCY_THRESHOLD]
+        good = more[more["efficiency"] >= data.EFFICIENCY_THRESHOLD]
         if good.empty:
             best = more.loc[more["efficiency"].idxmax()]
             out.append(
-                f"{label}: no worker count above {n0} reaches {pct(EFFICIENCY_THRESHOLD, 0)} "
+                f"{label}: no worker count above {n0} reaches {pct(data.EFFICIENCY_THRESHOLD, 0)} "
                 f"scaling efficiency (best: {pct(best['efficiency'], 0)} at "
                 f"{int(best['workers'])} workers)."
             )
         else:
             k = good.loc[good["workers"].idxmax()]
             out.append(
-                f"{label}: largest worker count with ≥ {pct(EFFICIENCY_THRESHOLD, 0)} scaling "
+                f"{label}: largest worker count with ≥ {pct(data.EFFICIENCY_THRESHOLD, 0)} scaling "
                 f"efficiency: {int(k['workers'])} ({pct(k['efficiency'], 0)})."
             )
         top = grp.loc[grp["efficiency"].idxmax()]
@@ -117,23 +116,46 @@ def convergence_findings(
         f"(mean of {base.runs} run{'s' if base.runs > 1 else ''}{spread})."
     ]
     for rule in data.rule_order(acc["lr_rule"]):
-        # At the baseline batch the rules share the recipe's LR; one with its own (lars) does not.
-        own = rule in data.OWN_RECIPE_RULES
-        from_batch = acc["global_batch"] >= base.batch if own else acc["global_batch"] > base.batch
-        rows = acc[(acc["lr_rule"] == rule) & from_batch]
+        rows = scaled_rows(acc, rule, base)
         if not rows.empty:
-            out.append(rule_finding(rule, rows.sort_values("global_batch"), base))
+            out.append(rule_finding(rule, rows, base))
     out.extend(target_findings(group))
     return out
 
 
-def rule_finding(rule: str, rows: pd.DataFrame, base: data.Baseline) -> str:
-    holds = [
+def holds_baseline(rows: pd.DataFrame, base: data.Baseline) -> list[bool]:
+    """Per row of an accuracy table: no run diverged and the mean is within 1 point of base."""
+    return [
         r["diverged"] == 0
         and pd.notna(r["acc_mean"])
         and r["acc_mean"] >= base.acc - ACCURACY_TOLERANCE
         for _, r in rows.iterrows()
     ]
+
+
+def largest_holding(rows: pd.DataFrame, base: data.Baseline) -> int | None:
+    """The largest global batch up to which every batch (sorted rows) holds the baseline."""
+    largest = None
+    for held, batch in zip(holds_baseline(rows, base), rows["global_batch"], strict=True):
+        if not held:
+            break
+        largest = int(batch)
+    return largest
+
+
+def scaled_rows(acc: pd.DataFrame, rule: str, base: data.Baseline) -> pd.DataFrame:
+    """A rule's accuracy rows at the batches it scaled to, sorted by batch.
+
+    At the baseline batch the rules share the recipe's LR, so it is left out; a rule with its
+    own recipe (lars) starts there.
+    """
+    own = rule in data.OWN_RECIPE_RULES
+    from_batch = acc["global_batch"] >= base.batch if own else acc["global_batch"] > base.batch
+    return acc[(acc["lr_rule"] == rule) & from_batch].sort_values("global_batch")
+
+
+def rule_finding(rule: str, rows: pd.DataFrame, base: data.Baseline) -> str:
+    holds = holds_baseline(rows, base)
     batches = list(rows["global_batch"])
     largest = batches[-1]
     if all(holds):

@@ -49,6 +49,11 @@ RULE_COLORS = {
     "lars": "#9467bd",
 }
 SERIES_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
+MARKERS = ["o", "s", "^", "D", "v", "P"]
+LINESTYLES = ["-", "--", ":", "-."]
+HOLLOW = {"markerfacecolor": "white", "markeredgewidth": 1.5}
+MAX_COLUMNS = 3  # panels per row: three fit the page width at a readable size
+PANEL_WIDTH, PANEL_HEIGHT = 4.0, 3.2  # inches
 DIVERGED_MARKER = {
     "marker": "X",
     "markersize": 10,
@@ -70,7 +75,9 @@ def styled(plot: Callable[..., Figure | None]) -> Callable[..., Figure | None]:
 
 
 def save(fig: Figure, path: Path) -> None:
-    fig.savefig(path, dpi=DPI, bbox_inches="tight", facecolor="white")
+    """The PNG at ``path`` and an SVG beside it (same stem)."""
+    for file in (path, path.with_suffix(".svg")):
+        fig.savefig(file, dpi=DPI, bbox_inches="tight", facecolor="white")
 
 
 def rule_color(rule: str) -> str:
@@ -114,9 +121,10 @@ def approx(value: float) -> str:
 
 
 def human_bytes(n: float) -> str:
+    """Binary units, three significant digits: 315,432 -> 308 KiB."""
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024:
-            return f"{n:g} {unit}"
+            return f"{n:.3g} {unit}"
         n /= 1024
     return f"{n:g} TiB"
 
@@ -136,70 +144,195 @@ def accuracy_axis(ax: Axes, min_span: float = 10.0) -> None:
         ax.set_ylim(lo + shift, hi + shift)
 
 
-# ---- 1-3: scaling ------------------------------------------------------------------------------
+# ---- 1-4: scaling and the all-reduce ---------------------------------------------------------
+
+
+def panel_grid(n: int) -> tuple[Figure, list[Axes]]:
+    """``n`` panels wrapped into rows of at most ``MAX_COLUMNS``, readable at page width."""
+    cols = min(MAX_COLUMNS, n)
+    rows = math.ceil(n / cols)
+    fig = Figure(figsize=(PANEL_WIDTH * cols, PANEL_HEIGHT * rows + 0.8), layout="constrained")
+    axes = list(fig.subplots(rows, cols, squeeze=False).ravel())
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def outside_legend(fig: Figure, handles: list, labels: list[str], title: str | None = None):
+    """One legend for all panels, below them: never on top of the data."""
+    cols = min(len(labels), 4)
+    fig.legend(handles, labels, loc="outside lower center", ncols=cols, title=title)
+
+
+class ScalingStyle:
+    """Colour and marker of every scaling series, the same in every panel and figure.
+
+    With several machines the colour is the machine (the thing being compared) and the marker
+    the rest of the series (per-worker batch, precision, ...); with one machine the colour is
+    that rest. Panels are workloads, so the workload is never in the legend.
+    """
+
+    def __init__(self, scaling: pd.DataFrame, machines: list[str] | None = None) -> None:
+        rest = [k for k in data.SCALING_KEY if k not in ("machine", "workload")]
+        self.variant = dict(
+            zip(
+                scaling["series"],
+                data.series_labels(scaling, rest, always=["per_worker_batch"]),
+                strict=True,
+            )
+        )
+        self.machine = dict(zip(scaling["series"], scaling["machine"], strict=True))
+        self.machines = machines or list(dict.fromkeys(scaling["machine"]))
+        self.variants = list(dict.fromkeys(self.variant.values()))
+        self.by_machine = len(self.machines) > 1
+
+    def color(self, series: str) -> str:
+        keys = self.machines if self.by_machine else self.variants
+        value = self.machine[series] if self.by_machine else self.variant[series]
+        return series_color(keys.index(value))
+
+    def marker(self, series: str) -> str:
+        if not self.by_machine:
+            return "o"
+        return MARKERS[self.variants.index(self.variant[series]) % len(MARKERS)]
+
+    def legend(self, ideal: str | None, oversubscribed: bool) -> tuple[list, list[str]]:
+        handles: list = []
+        labels: list[str] = []
+        if self.by_machine:
+            for i, machine in enumerate(self.machines):
+                handles.append(Line2D([], [], color=series_color(i), lw=3))
+                labels.append(machine)
+            for i, variant in enumerate(self.variants):
+                marker = MARKERS[i % len(MARKERS)]
+                handles.append(Line2D([], [], color="gray", marker=marker, ls=""))
+                labels.append(variant)
+        else:
+            for i, variant in enumerate(self.variants):
+                handles.append(Line2D([], [], color=series_color(i), marker="o"))
+                labels.append(variant)
+        if ideal:
+            handles.append(Line2D([], [], color="gray", ls="--", alpha=0.7))
+            labels.append(ideal)
+        if oversubscribed:
+            handles.append(Line2D([], [], color="gray", marker="o", ls="", **HOLLOW))
+            labels.append("hollow: oversubscribed (more worker threads than cores)")
+        return handles, labels
+
+
+def plot_points(ax: Axes, x: pd.Series, y: pd.Series, over: pd.Series, color: str, marker: str):
+    """A measured line; oversubscribed points hollow, so contention is not read as scaling."""
+    ax.plot(x, y, "-", color=color)
+    full, hollow = ~over.to_numpy(bool), over.to_numpy(bool)
+    ax.plot(x[full], y[full], marker, ls="", color=color)
+    ax.plot(x[hollow], y[hollow], marker, ls="", color=color, **HOLLOW)
+
+
+def workload_panels(scaling: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    return list(scaling.groupby("workload", sort=True))
 
 
 @styled
-def throughput_vs_workers(scaling: pd.DataFrame) -> Figure:
-    """Measured samples/s against workers, with the ideal linear line from the smallest N."""
-    fig = Figure(figsize=(7, 4.5))
-    ax = fig.add_subplot()
-    for i, (label, grp) in enumerate(scaling.groupby("series", sort=False)):
-        c = series_color(i)
-        ax.plot(grp["workers"], grp["samples_per_s"], "o-", color=c, label=label)
-        ax.plot(grp["workers"], grp["ideal_samples_per_s"], "--", color=c, alpha=0.5, lw=1.2)
-    log2_axis(ax, scaling["workers"])
-    plain_log_axis(ax, "y")
+def throughput_vs_workers(scaling: pd.DataFrame, machines: list[str] | None = None) -> Figure:
+    """Measured samples/s against workers, one panel per workload, with the ideal linear line
+    from the smallest N and the bootstrap interval of repeated points; ``machines`` orders the
+    colours."""
+    style = ScalingStyle(scaling, machines)
+    panels = workload_panels(scaling)
+    fig, axes = panel_grid(len(panels))
+    for ax, (workload, runs) in zip(axes, panels, strict=True):
+        for label, grp in runs.groupby("series", sort=False):
+            c = style.color(label)
+            ax.plot(grp["workers"], grp["ideal_samples_per_s"], "--", color=c, alpha=0.5, lw=1.2)
+            low, high = grp["samples_per_s_low"], grp["samples_per_s_high"]
+            if low.notna().any():
+                spread = [grp["samples_per_s"] - low, high - grp["samples_per_s"]]
+                ax.errorbar(
+                    grp["workers"],
+                    grp["samples_per_s"],
+                    yerr=spread,
+                    fmt="none",
+                    ecolor=c,
+                    capsize=3,
+                    lw=1,
+                )
+            over = grp["oversubscribed"]
+            plot_points(ax, grp["workers"], grp["samples_per_s"], over, c, style.marker(label))
+        log2_axis(ax, runs["workers"])
+        plain_log_axis(ax, "y")
+        ax.set_title(workload)
+        ax.set_xlabel("workers")
+        ax.set_ylabel("samples/s (log scale)")
     base = int(scaling["base_workers"].min())
-    handles, labels = ax.get_legend_handles_labels()
-    handles.append(Line2D([], [], color="gray", ls="--", alpha=0.6))
-    labels.append(f"ideal: linear from N={base}")
-    ax.legend(handles, labels, title=scaling["series_title"].iloc[0])
-    ax.set_xlabel("workers (data-parallel ranks)")
-    ax.set_ylabel("throughput (samples/s, log scale)")
-    ax.set_title("Training throughput vs workers")
+    repeated = scaling["samples_per_s_low"].notna().any()
+    outside_legend(
+        fig,
+        *style.legend(f"ideal: linear from N={base}", bool(scaling["oversubscribed"].any())),
+        title="median of repeats, bars: 95 % bootstrap interval" if repeated else None,
+    )
+    fig.suptitle("Training throughput vs workers")
     return fig
 
 
 @styled
-def efficiency_vs_workers(scaling: pd.DataFrame) -> Figure:
-    """Scaling efficiency tput(N) / (N/N0 · tput(N0)) in percent."""
-    fig = Figure(figsize=(7, 4.5))
-    ax = fig.add_subplot()
-    for i, (label, grp) in enumerate(scaling.groupby("series", sort=False)):
-        ax.plot(grp["workers"], 100 * grp["efficiency"], "o-", color=series_color(i), label=label)
-    ax.axhline(100, color="black", lw=1, ls="--", label="ideal (100 %)")
-    ax.axhline(80, color="gray", lw=1, ls=":", label="80 % threshold")
-    log2_axis(ax, scaling["workers"])
+def efficiency_vs_workers(scaling: pd.DataFrame, machines: list[str] | None = None) -> Figure:
+    """Scaling efficiency tput(N) / (N/N0 · tput(N0)) in percent, one panel per workload."""
+    style = ScalingStyle(scaling, machines)
+    panels = workload_panels(scaling)
+    fig, axes = panel_grid(len(panels))
     top = max(110.0, float(100 * scaling["efficiency"].max()) * 1.08)
-    ax.set_ylim(0, top)
-    percent_axis(ax)
-    ax.legend(title=scaling["series_title"].iloc[0])
+    for ax, (workload, runs) in zip(axes, panels, strict=True):
+        ax.axhline(100, color="black", lw=1, ls="--")
+        ax.axhline(100 * data.EFFICIENCY_THRESHOLD, color="gray", lw=1, ls=":")
+        for label, grp in runs.groupby("series", sort=False):
+            plot_points(
+                ax,
+                grp["workers"],
+                100 * grp["efficiency"],
+                grp["oversubscribed"],
+                style.color(label),
+                style.marker(label),
+            )
+        log2_axis(ax, runs["workers"])
+        ax.set_ylim(0, top)
+        percent_axis(ax)
+        ax.set_title(workload)
+        ax.set_xlabel("workers")
+        ax.set_ylabel("scaling efficiency (%)")
+    handles, labels = style.legend(None, bool(scaling["oversubscribed"].any()))
+    handles += [
+        Line2D([], [], color="black", lw=1, ls="--"),
+        Line2D([], [], color="gray", lw=1, ls=":"),
+    ]
+    labels += ["ideal (100 %)", f"{100 * data.EFFICIENCY_THRESHOLD:.0f} %"]
+    outside_legend(fig, handles, labels)
     base = int(scaling["base_workers"].min())
-    ax.set_xlabel("workers (data-parallel ranks)")
-    ax.set_ylabel(f"scaling efficiency (%), relative to N={base}")
     ideal = "N × throughput(1)" if base == 1 else f"N/{base} × throughput({base})"
-    ax.set_title(f"Scaling efficiency: throughput(N) / ({ideal})")
+    fig.suptitle(f"Scaling efficiency: throughput(N) / ({ideal})")
     return fig
 
 
 @styled
 def step_time_breakdown(scaling: pd.DataFrame) -> Figure | None:
-    """Stacked bars per worker count: compute, exposed communication, the rest of the step."""
+    """Stacked bars per worker count: compute, exposed communication, the rest of the step;
+    one panel per series, wrapped."""
     have = scaling.dropna(subset=["step_time_s", "compute_time_s", "exposed_comm_s"])
     if have.empty:
         return None
     series = list(have.groupby("series", sort=False))
-    fig = Figure(figsize=(max(5.0, 4.2 * len(series)), 4.5))
-    axes = fig.subplots(1, len(series), squeeze=False)[0]
+    fig, axes = panel_grid(len(series))
+    any_over = False
     for ax, (label, grp) in zip(axes, series, strict=True):
         x = np.arange(len(grp))
         compute = 1e3 * grp["compute_time_s"].to_numpy()
         exposed = 1e3 * grp["exposed_comm_s"].clip(lower=0).to_numpy()
         rest = np.clip(1e3 * grp["step_time_s"].to_numpy() - compute - exposed, 0, None)
-        ax.bar(x, compute, color="#1f77b4", label="compute (no gradient sync)")
-        ax.bar(x, exposed, bottom=compute, color="#d62728", label="exposed communication")
-        ax.bar(x, rest, bottom=compute + exposed, color="#bbbbbb", label="rest of step")
+        hatch = ["//" if o else "" for o in grp["oversubscribed"]]
+        any_over |= bool(grp["oversubscribed"].any())
+        bars = {"edgecolor": "white", "lw": 0, "hatch": hatch}
+        ax.bar(x, compute, color="#1f77b4", label="compute (no gradient sync)", **bars)
+        ax.bar(x, exposed, bottom=compute, color="#d62728", label="exposed communication", **bars)
+        ax.bar(x, rest, bottom=compute + exposed, color="#bbbbbb", label="rest of step", **bars)
         comm_ms = 1e3 * grp["comm_time_s"].fillna(0).to_numpy()
         tallest = float(np.nanmax(np.concatenate([compute + exposed + rest, comm_ms])))
         ax.set_ylim(0, 1.08 * tallest)
@@ -215,32 +348,50 @@ def step_time_breakdown(scaling: pd.DataFrame) -> Figure | None:
         ax.set_xticks(x, [str(int(w)) for w in grp["workers"]])
         ax.set_xlabel("workers")
         ax.set_ylabel("median step time (ms)")
-        ax.set_title(label)
+        ax.set_title(label, fontsize=10)
         ax.grid(axis="x", visible=False)
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2)
+    # the stack from the bottom up, then the all-reduce tick (matplotlib lists lines first)
+    order = sorted(range(len(labels)), key=lambda i: labels[i].startswith("all-reduce"))
+    handles, labels = [handles[i] for i in order], [labels[i] for i in order]
+    if any_over:
+        handles.append(Patch(facecolor="#bbbbbb", edgecolor="white", hatch="//"))
+        labels.append("hatched: oversubscribed (more worker threads than cores)")
+    outside_legend(fig, handles, labels)
     fig.suptitle("Where a training step's time goes")
     return fig
 
 
-# ---- 4: all-reduce microbenchmark ------------------------------------------------------------
-
-
 @styled
-def allreduce_bandwidth(comm: pd.DataFrame) -> Figure | None:
-    """busbw and algbw against message size, one line per machine, world size and backend."""
+def allreduce_bandwidth(comm: pd.DataFrame, machines: list[str] | None = None) -> Figure | None:
+    """busbw and algbw against message size; colour: machine (or rank count on one machine)."""
     if comm.empty:
         return None
-    fig = Figure(figsize=(11, 4.5))
+    fig = Figure(figsize=(11, 4.8), layout="constrained")
     axes = fig.subplots(1, 2, sharex=True)
     keys = ["machine", "world_size", "backend", "bench_id"]
-    groups = list(comm.groupby(keys, dropna=False, sort=True))
-    for i, ((machine, world, backend, _bench), grp) in enumerate(groups):
+    machines = machines or list(dict.fromkeys(comm["machine"]))
+    worlds = sorted(comm["world_size"].dropna().unique())
+    by_machine = len(machines) > 1
+    for (machine, world, backend, _bench), grp in comm.groupby(keys, dropna=False, sort=True):
         grp = grp.sort_values("size_bytes")
+        w = worlds.index(world) if world in worlds else len(worlds)
+        color = series_color(machines.index(machine) if by_machine else w)
+        line = LINESTYLES[w % len(LINESTYLES)] if by_machine else "-"
+        over = grp.get("hardware.oversubscribed", pd.Series(False, index=grp.index)).eq(True)
         world_txt = f"{int(world)} ranks" if pd.notna(world) else "? ranks"
-        label = f"{machine} · {world_txt} · {backend}"
+        label = f"{machine} · {world_txt} · {backend}" + (" (oversubscribed)" if over.any() else "")
         for ax, col in zip(axes, ("busbw_GBps", "algbw_GBps"), strict=True):
-            ax.plot(grp["size_bytes"], grp[col], "o-", ms=3.5, color=series_color(i), label=label)
+            ax.plot(
+                grp["size_bytes"],
+                grp[col],
+                marker="o",
+                ls=line,
+                ms=3.5,
+                color=color,
+                label=label,
+                **(HOLLOW if over.any() else {}),
+            )
     sizes = sorted(comm["size_bytes"].unique())
     exps = sorted({int(round(math.log2(s))) for s in sizes if s > 0})
     step = max(1, math.ceil(len(exps) / 8))
@@ -257,7 +408,7 @@ def allreduce_bandwidth(comm: pd.DataFrame) -> Figure | None:
         ax.tick_params(axis="x", labelrotation=30)
     axes[0].set_title("busbw = algbw × 2(n−1)/n (comparable across rank counts)")
     axes[1].set_title("algbw = message size / time")
-    axes[0].legend(title="machine · ranks · backend")
+    outside_legend(fig, *axes[0].get_legend_handles_labels(), title="machine · ranks · backend")
     fig.suptitle("All-reduce bandwidth vs message size")
     return fig
 
@@ -289,6 +440,7 @@ def accuracy_vs_batch(
             color=rule_color(rule),
             label=rule,
         )
+    joined = base is not None and from_baseline(acc, base, ax)
     div = group[group["status"] == "diverged"]
     for rule, grp in div.groupby("lr_rule"):
         ax.plot(
@@ -303,6 +455,9 @@ def accuracy_vs_batch(
     if base is not None:
         handles.append(Patch(color="gray", alpha=0.3))
         labels.append(f"batch-{base.batch} baseline ± 1 point")
+    if joined:
+        handles.append(Line2D([], [], color="gray", ls=":"))
+        labels.append(f"from the batch-{base.batch} run (the base LR under every rule)")
     if not div.empty:
         handles.append(Line2D([], [], color="gray", **DIVERGED_MARKER))
         labels.append("diverged (at last finite eval)")
@@ -311,6 +466,24 @@ def accuracy_vs_batch(
     ax.set_ylabel("final test accuracy (%)")
     ax.set_title(title)
     return fig
+
+
+def from_baseline(acc: pd.DataFrame, base: data.Baseline, ax: Axes) -> bool:
+    """Dotted from the baseline point to each rule that was not run at the baseline batch: at
+    that batch every rule gives the base LR, so a sweep may train it once. True if any drawn."""
+    drawn = False
+    for rule in data.rule_order(acc["lr_rule"]):
+        r = acc[(acc["lr_rule"] == rule) & acc["acc_mean"].notna()].sort_values("global_batch")
+        if r.empty or rule in data.OWN_RECIPE_RULES or r["global_batch"].iloc[0] <= base.batch:
+            continue
+        ax.plot(
+            [base.batch, r["global_batch"].iloc[0]],
+            [100 * base.acc, 100 * r["acc_mean"].iloc[0]],
+            ":",
+            color=rule_color(rule),
+        )
+        drawn = True
+    return drawn
 
 
 @styled

@@ -1,0 +1,221 @@
+"""The headline of a report: at most five sentences a reader acts on, computed from the tables.
+
+In order: the largest global batch each LR rule takes within 1 point of the small-batch
+accuracy; how far warmup extends linear scaling; the best and worst scaling efficiency at the
+largest worker count not oversubscribed and what limits them; the all-reduce bus bandwidth;
+then failed runs, or else the critical batch. The findings below the headline hold the details.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from suite.analysis.report import critical_batch as cb
+from suite.analysis.report import data, findings
+from suite.analysis.report.findings import pct
+from suite.analysis.report.plots import approx, human_bytes
+from suite.analysis.report.render import HEADLINE_MAX
+
+WARMUP_GAIN = 0.01  # warmup "helps" where it beats plain linear scaling by more than a point
+
+
+def headline(tree: data.ResultsTree) -> list[str]:
+    """The sentences, from the largest convergence group and every scaling series."""
+    runs = tree.runs
+    scaling = data.scaling_table(runs) if not runs.empty else pd.DataFrame()
+    group = largest_group(data.convergence_runs(runs)) if not runs.empty else None
+    sentences: list[str | None] = []
+    if group is not None and (base := data.baseline(group)) is not None:
+        acc = data.accuracy_table(group)
+        sentences += [batch_limits(acc, base), warmup_extension(acc, base)]
+    sentences += [scaling_limit(scaling), bandwidth(tree.comm, scaling, runs)]
+    failed = int((runs["status"] == "failed").sum()) if not runs.empty else 0
+    if failed:
+        sentences.append(f"{failed} of {len(runs)} runs failed; they are listed under Failed runs.")
+    elif group is not None:
+        sentences.append(critical_batch(group, tree.epochs))
+    return [s for s in sentences if s][:HEADLINE_MAX]
+
+
+def largest_group(conv: pd.DataFrame) -> pd.DataFrame | None:
+    if conv.empty:
+        return None
+    label = conv["group"].value_counts().idxmax()
+    return conv[conv["group"] == label]
+
+
+def batch_limits(acc: pd.DataFrame, base: data.Baseline) -> str | None:
+    """Per rule, the largest global batch within 1 point of the baseline, rules grouped."""
+    by_answer: dict[str, list[str]] = {}
+    for rule in data.rule_order(acc["lr_rule"]):
+        rows = findings.scaled_rows(acc, rule, base)
+        if rows.empty:
+            continue
+        largest = findings.largest_holding(rows, base)
+        if largest is not None:
+            answer = str(largest)
+        elif rule in data.OWN_RECIPE_RULES:
+            answer = "none"
+        else:
+            answer = f"only {base.batch}"
+        by_answer.setdefault(answer, []).append(f"`{rule}`")
+    if not by_answer:
+        return None
+    order = sorted(by_answer, key=lambda a: -int(a) if a.isdigit() else 0)
+    parts = [f"{answer} with {' and '.join(by_answer[answer])}" for answer in order]
+    return (
+        f"Largest global batch within 1 point of the batch-{base.batch} accuracy "
+        f"({pct(base.acc)}): {'; '.join(parts)}."
+    )
+
+
+def warmup_extension(acc: pd.DataFrame, base: data.Baseline) -> str | None:
+    """Where `linear_warmup` does better than `linear`, and where it stops doing so."""
+    warm = findings.scaled_rows(acc, "linear_warmup", base).set_index("global_batch")
+    linear = findings.scaled_rows(acc, "linear", base).set_index("global_batch")
+    both = warm.index.intersection(linear.index)
+    if warm.empty or linear.empty or both.empty:
+        return None
+    # a rule whose runs all diverged has no mean: count it as no accuracy at all
+    gain = warm.loc[both, "acc_mean"] - linear.loc[both, "acc_mean"].fillna(0.0)
+    gain = gain.dropna()
+    if gain.empty or gain.max() <= WARMUP_GAIN:
+        return (
+            "Warmup does not extend linear scaling here: `linear_warmup` is never more than "
+            "1 point more accurate than `linear`."
+        )
+    w_ok = findings.largest_holding(warm.reset_index(), base)
+    l_ok = findings.largest_holding(linear.reset_index(), base)
+    head = "Warmup extends linear scaling"
+    if w_ok is not None and (l_ok is None or w_ok > l_ok):
+        head += f" from batch {l_ok or base.batch} to {w_ok}"
+    batch = int(gain.idxmax())
+    lin = linear.loc[batch]
+    fate = "diverges" if pd.isna(lin["acc_mean"]) else f"falls to {pct(lin['acc_mean'])}"
+    sentence = (
+        f"{head}: at global batch {batch} `linear_warmup` keeps {pct(warm.loc[batch, 'acc_mean'])}"
+        f" where `linear` {fate}"
+    )
+    later = warm[warm.index > batch]
+    if len(later):
+        nxt = later.iloc[0]
+        if not findings.holds_baseline(later.iloc[:1], base)[0]:
+            end = "diverges" if pd.isna(nxt["acc_mean"]) else f"falls to {pct(nxt['acc_mean'])}"
+            sentence += f", but at {int(later.index[0])} warmup {end} too"
+    return sentence + "."
+
+
+def scaling_limit(scaling: pd.DataFrame) -> str | None:
+    """Best and worst efficiency at the largest worker count that was not oversubscribed, and
+    the step time each spends computing and waiting for the all-reduce."""
+    if scaling.empty:
+        return None
+    more = scaling[scaling["workers"] > scaling["base_workers"]]
+    fair = more[~more["oversubscribed"]]
+    pick = fair if len(fair) else more
+    n = int(pick["workers"].max())
+    at = pick[pick["workers"] == n]
+    best = at.loc[at["efficiency"].idxmax()]
+    worst = at.loc[at["efficiency"].idxmin()]
+    sentence = (
+        f"At {n} workers {best['series']} reaches {pct(best['efficiency'], 0)} scaling "
+        f"efficiency{step_parts(best)}"
+    )
+    if len(at) > 1:
+        sentence += (
+            f"; {worst['series']} only {pct(worst['efficiency'], 0)}"
+            f"{step_parts(worst, per_step='')}" + limited_by(best, worst)
+        )
+    crowded = sorted(int(w) for w in more[more["oversubscribed"]]["workers"].unique())
+    if crowded and len(fair):
+        counts = ", ".join(map(str, crowded))
+        sentence += (
+            f"; runs at {counts} workers had more worker threads than cores (oversubscribed, "
+            "drawn hollow) and measure contention"
+        )
+    elif crowded:
+        sentence += "; these runs had more worker threads than cores and measure contention"
+    return sentence + "."
+
+
+def step_parts(row: pd.Series, per_step: str = " per step") -> str:
+    if pd.isna(row["compute_time_s"]) or pd.isna(row["exposed_comm_s"]):
+        return ""
+    return (
+        f" ({ms(row['compute_time_s'])} of compute and {ms(max(row['exposed_comm_s'], 0))} of "
+        f"exposed all-reduce{per_step})"
+    )
+
+
+def limited_by(best: pd.Series, worst: pd.Series) -> str:
+    """Why the worst series scales worse, when the step-time split says so."""
+    try:
+        worst_share = worst["exposed_comm_s"] / worst["step_time_s"]
+        best_share = best["exposed_comm_s"] / best["step_time_s"]
+    except (TypeError, ZeroDivisionError):
+        return ""
+    if pd.isna(worst_share) or pd.isna(best_share) or worst_share <= best_share:
+        return ""
+    return ": its compute is too short to hide the all-reduce behind"
+
+
+def ms(seconds: float) -> str:
+    value = 1e3 * seconds
+    return f"{value:.0f} ms" if value >= 10 else f"{value:.2g} ms"
+
+
+def bandwidth(comm: pd.DataFrame, scaling: pd.DataFrame, runs: pd.DataFrame) -> str | None:
+    """Peak busbw of the widest benchmark that was not oversubscribed, and the busbw at the
+    message size of the worst-scaling workload's gradient."""
+    if comm.empty:
+        return None
+    over = comm.get("hardware.oversubscribed", pd.Series(False, index=comm.index)).eq(True)
+    pool = comm[~over] if (~over).any() else comm
+    widest = pool[pool["world_size"] == pool["world_size"].max()]
+    bench = widest[widest["bench_id"] == widest["bench_id"].iloc[0]]
+    peak = bench.loc[bench["busbw_GBps"].idxmax()]
+    machine = f" on {peak['machine']}" if comm["machine"].nunique() > 1 else ""
+    sentence = (
+        f"All-reduce bus bandwidth{machine} ({int(peak['world_size'])} ranks, {peak['backend']}) "
+        f"peaks at {peak['busbw_GBps']:.2f} GB/s with {human_bytes(peak['size_bytes'])} messages"
+    )
+    gradient = gradient_bytes(scaling, runs)
+    if gradient is not None:
+        workload, size = gradient
+        near = bench.loc[(bench["size_bytes"] / size).map(lambda r: abs(math.log(r))).idxmin()]
+        if near["size_bytes"] != peak["size_bytes"]:
+            sentence += (
+                f", but reaches {near['busbw_GBps']:.2f} GB/s at {human_bytes(near['size_bytes'])},"
+                f" about one {workload} gradient ({human_bytes(round(size))})"
+            )
+    return sentence + "."
+
+
+def gradient_bytes(scaling: pd.DataFrame, runs: pd.DataFrame) -> tuple[str, float] | None:
+    """The worst-scaling workload and the bytes its runs all-reduce per step."""
+    if scaling.empty or "bytes_per_step" not in runs.columns:
+        return None
+    more = scaling[scaling["workers"] > scaling["base_workers"]]
+    if more.empty:
+        return None
+    workload = more.loc[more["efficiency"].idxmin(), "workload"]
+    sent = runs[(runs["workload"] == workload) & (runs["bytes_per_step"] > 0)]["bytes_per_step"]
+    return (workload, float(sent.median())) if len(sent) else None
+
+
+def critical_batch(group: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> str | None:
+    """The critical batch predicted from the noise scale, next to where steps-to-target bend."""
+    measured = cb.noise_scale_runs(group, epochs)
+    prediction = cb.predict(measured, cb.reference_rule(measured))
+    if prediction is None:
+        return None
+    sentence = f"The gradient noise scale predicts a critical batch of ≈ {approx(prediction.batch)}"
+    knee = cb.find_knee(cb.best_steps(group))
+    factor = f"{cb.KNEE_FACTOR:g}×"
+    if knee is not None and knee.batch is not None:
+        sentence += f"; steps to target leave perfect scaling by {factor} at ≈ {approx(knee.batch)}"
+    elif knee is not None:
+        sentence += f"; steps to target stay within {factor} of perfect scaling up to {knee.within}"
+    return sentence + "."
