@@ -8,7 +8,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from suite.errors import CommandAborted, UserError
+from suite.errors import CommandAborted, Terminated, UserError, raise_terminated
 
 USAGE = """usage: dpsuite COMMAND [ARGS...]
 
@@ -38,6 +38,7 @@ def _run(args: list[str]) -> int:
     from suite import progress
     from suite.conf import compose as preflight
     from suite.results import lock as results_lock
+    from suite.results import read_status
     from suite.sweep import hydra_app
     from suite.sweep import runner as sweep
 
@@ -49,14 +50,23 @@ def _run(args: list[str]) -> int:
     overrides = [a for a in args if a not in MULTIRUN_FLAGS]
     if multirun:
         return sweep.run_sweep(None, overrides)
-    plan = preflight.plan(overrides, multirun=False)
-    hydra_app.OUTCOMES.clear()
-    dirs = [spec.results_dir for spec in plan.specs]
-    lock = results_lock.for_launcher(dirs, shlex.join(["dpsuite", "run", *overrides]))
-    with lock, progress.activated(progress.for_terminal()):
+    [spec] = preflight.plan(overrides, multirun=False).specs
+    lock = results_lock.for_launcher([spec.results_dir], shlex.join(["dpsuite", "run", *overrides]))
+    with lock, progress.activated(progress.for_terminal()) as reporter:
         hydra_app.run_hydra(overrides)
-    statuses = [s for _, s in hydra_app.OUTCOMES]
-    return 1 if any(s in ("failed", "invalid") for s in statuses) else 0
+        if not _leads():
+            return 0  # another rank writes the run's results (a failing rank exits on its own)
+        status = read_status(spec.run_dir) or "not run"  # the run's own record says how it ended
+        reporter.run_finished(spec.run_id, status)
+    return 0 if status in ("complete", "diverged") else 1
+
+
+def _leads() -> bool:
+    """This process writes the run's results (it is not a rank > 0 of torchrun or srun)."""
+    from suite.engine.distributed import ranks_from_env
+
+    ranks = ranks_from_env()
+    return ranks is None or ranks.rank == 0
 
 
 def _sweep(args: list[str]) -> int:
@@ -221,18 +231,10 @@ COMMANDS = {
 }
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, turned into an exception so that workers are stopped and results marked."""
-
-
-def _on_sigterm(signum, frame) -> None:
-    raise Terminated()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None
+    previous = signal.signal(signal.SIGTERM, raise_terminated) if in_main_thread else None
     try:
         return _dispatch(args)
     finally:
