@@ -68,6 +68,8 @@ def cpus_needed(spec: Any, tasks_per_node: int) -> int:
 def job_parameters(params: dict[str, Any], specs: Sequence[Any]) -> dict[str, Any]:
     """The launcher's parameters with dpsuite's resource defaults filled in for these runs."""
     params = dict(params)
+    if params.get("exclusive") is False:  # submitit would write `--exclusive=False`
+        params["exclusive"] = None
     if params.get("cpus_per_task") is None and not params.get("exclusive"):
         tasks = int(params.get("tasks_per_node") or 1)
         params["cpus_per_task"] = max(cpus_needed(s, tasks) for s in specs)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A real single-host SLURM for the tests: tests/cluster/slurm.sh start|stop|status|env
+# A real single-host SLURM for the tests: tests/cluster/slurm.sh start|stop|status|env|install
 #
+#   install install Debian's slurm-wlm, munge, slurmdbd and mariadb-server when missing (root)
 #   start   install Debian's slurm-wlm, munge, slurmdbd and mariadb-server when missing (root),
 #           write a one-node slurm.conf from `slurmd -C`, start munged -> mariadbd -> slurmdbd ->
 #           slurmctld -> slurmd, wait until the node is idle, record their pids
@@ -218,12 +219,13 @@ stop() {
 }
 
 case ${1:-} in
+install) install_packages ;;
 start) start ;;
 stop) stop ;;
 status) status ;;
 env) echo "export SLURM_CONF=$SLURM_CONF" ;;
 *)
-    echo "usage: $0 start|stop|status|env" >&2
+    echo "usage: $0 start|stop|status|env|install" >&2
     exit 2
     ;;
 esac
