@@ -241,7 +241,7 @@ class RichReporter(Reporter):
         s = self.state
         s.count_finished(status)
         self._ensure_started()
-        self.bars.console.print(s.finish_line(run_id, status, detail))
+        self.bars.console.print(s.finish_line(run_id, status, detail), markup=False)
         if self.sweep_task is not None and status != "skipped":
             self.bars.advance(self.sweep_task)
         if self.run_task is not None and run_id == s.run_id:
@@ -250,7 +250,7 @@ class RichReporter(Reporter):
 
     def note(self, text: str) -> None:
         self._ensure_started()
-        self.bars.console.print(text)
+        self.bars.console.print(text, markup=False)  # paths and errors may hold [brackets]
 
     def close(self) -> None:
         if self.started:

@@ -178,7 +178,7 @@ class Sweep:
         reporter.run_finished(run_id, status, detail)
 
     def finished(self, run_id: str) -> bool:
-        return self.runs.get(run_id) in FINAL
+        return self.runs.get(run_id) not in ("pending", "running")
 
     def status(self, run_id: str) -> str:
         return self.runs.get(run_id, "pending")
@@ -186,6 +186,9 @@ class Sweep:
     def mark_failed(self, run_id: str, reason: str) -> None:
         """Record a final `failed` in run.json for a run whose job ended without one."""
         path = self.run_dirs[run_id] / "run.json"
+        if self.runs[run_id] == "pending" and read_status(self.run_dirs[run_id]) == "complete":
+            self.runs[run_id] = "not run"  # forced again, never started: the result stands
+            return
         try:
             record = read_json(path)
         except (OSError, ValueError):  # the job never started the run

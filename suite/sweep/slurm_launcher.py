@@ -31,7 +31,7 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
 
 from suite import progress
-from suite.errors import CommandAborted, UserError
+from suite.errors import CommandAborted, ResultsWriteError, UserError
 from suite.sweep import hydra_app, slurm
 from suite.sweep.hydra_app import SubmittedJob, SweepObserver
 
@@ -128,7 +128,6 @@ class SlurmLauncher(BaseSubmititLauncher):
         todo = [(i, spec) for i, spec in enumerate(specs) if spec is not None]
         if todo:
             jobs = self.submit(job_overrides, initial_job_idx, todo)
-            sweep.jobs_submitted(jobs)
             JobWatch(sweep, jobs, float(self.params.get("poll_s", 5))).run()
         return [
             self.job_return(overrides, sweep, spec)
@@ -193,21 +192,29 @@ class JobWatch:
         self.unreachable_since: float | None = None
 
     def run(self) -> None:
+        """Until every run has ended; cancels the jobs if it ends otherwise."""
         try:
+            self.sweep.jobs_submitted(self.jobs)
             while open_jobs := self.open_jobs():
                 self.check(open_jobs)
                 time.sleep(self.poll_s)
             self.report_live(wait_until_gone([j.job_id for j in self.jobs.values()]))
         except NeverRuns as exc:  # the runs never started: nothing to mark
-            self.cancel(self.open_jobs(), mark=False)
+            self.cancel(self.unfinished(), mark=False)
             raise CommandAborted(UserError(str(exc))) from None
+        except ResultsWriteError as exc:  # nothing more can be recorded: stop, as a local sweep
+            self.cancel(self.unfinished(), mark=False)
+            raise CommandAborted(exc) from None
         except BaseException:  # Ctrl-C, SIGTERM, or an error that ends the command
-            self.cancel(self.open_jobs(), "the sweep was interrupted")
+            self.cancel(self.unfinished(), "the sweep was interrupted")
             raise
 
     def open_jobs(self) -> dict[str, SubmittedJob]:
-        """The jobs whose runs have no final status yet."""
+        """The jobs whose runs have no final status yet, as their run.json files say now."""
         self.sweep.refresh(list(self.jobs))
+        return self.unfinished()
+
+    def unfinished(self) -> dict[str, SubmittedJob]:
         return {r: j for r, j in self.jobs.items() if not self.sweep.finished(r)}
 
     def check(self, open_jobs: dict[str, SubmittedJob]) -> None:
@@ -246,15 +253,13 @@ class JobWatch:
 
     def reason(self, run_id: str, job: SubmittedJob, state: slurm.JobState) -> str:
         """Why a run whose job has ended has no final status: the job's fate and its log."""
-        started = self.sweep.status(run_id) != "pending"
         fate = {
             "CANCELLED": "was cancelled",
             "TIMEOUT": "reached its time limit (hydra.launcher.timeout_min)",
-            "UNKNOWN": "vanished from SLURM (neither squeue nor sacct knows it"
-            + ("" if started else "; a pending job cancelled leaves no trace")
-            + ")",
+            # A pending array element that is cancelled leaves no trace, accounting or not.
+            "UNKNOWN": "is no longer known to SLURM (neither squeue nor sacct: cancelled?)",
         }.get(state.state, f"ended {state.state}")
-        if not started:
+        if self.sweep.status(run_id) == "pending":
             fate += " before the run started"
         exit_code = f" ({state.reason})" if state.reason.startswith("exit") else ""
         last = last_error_line(job.log_err)
