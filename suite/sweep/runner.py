@@ -93,7 +93,7 @@ class Sweep:
     specs: dict[str, Any] = field(default_factory=dict)  # run_id -> its RunSpec
     jobs: dict[str, SubmittedJob] = field(default_factory=dict)  # run_id -> its cluster job
     baseline: dict[str, str | None] = field(default_factory=dict)  # run_id -> run.json digest
-    launched: set[str] = field(default_factory=set)
+    launched: set[str] = field(default_factory=set)  # run ids handed to a launcher already
     started_at: str = ""
 
     @property
@@ -135,8 +135,9 @@ class Sweep:
             self.runs[run_id] = "skipped" if done else "pending"
         return sum(s == "skipped" for s in self.runs.values())
 
-    def refresh(self, run_ids: Iterable[str] | None = None) -> None:
-        """Read the run.json of these runs (default: all) and report what changed."""
+    def refresh(self, run_ids: Iterable[str] | None = None, save: bool = True) -> None:
+        """Read the run.json of these runs (default: all) and report what changed (and save it
+        in the manifest)."""
         changed = False
         for run_id in list(self.runs) if run_ids is None else run_ids:
             if self.runs.get(run_id) not in ("pending", "running"):
@@ -147,7 +148,7 @@ class Sweep:
                 self.runs[run_id] = status
                 self._report(run_id, record)
                 changed = True
-        if changed:
+        if changed and save:
             self.write_manifest("running")
 
     def _new_record(self, run_id: str) -> dict[str, Any] | None:
@@ -207,12 +208,12 @@ class Sweep:
 
     def settle(self, state: str) -> None:
         """Final statuses once Hydra is done: what never started did not run."""
-        self.refresh()
+        self.refresh(save=False)  # the caller writes the manifest, with the sweep's end
         for run_id, status in self.runs.items():
             if status == "pending":
                 self.runs[run_id] = "not run"
-            elif status == "running" and state == "finished":  # nothing of it runs any more
-                self.runs[run_id] = "failed"
+            elif status == "running" and (state == "finished" or run_id not in self.jobs):
+                self.runs[run_id] = "failed"  # it cannot run on: only a job may still be ending
 
     # ---- jobs on a cluster ----------------------------------------------------------------
     def launch_specs(self, first: int, count: int) -> list[Any]:

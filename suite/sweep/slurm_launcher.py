@@ -282,10 +282,11 @@ class JobWatch:
         self.report_live(live)
         if not mark:
             return
-        self.sweep.refresh(list(open_jobs))
-        for run_id, job in open_jobs.items():
-            if job.job_id not in live and not self.sweep.finished(run_id):
-                self.sweep.mark_failed(run_id, f"SLURM job {job.job_id} cancelled: {why}")
+        with contextlib.suppress(ResultsWriteError):  # what stops the sweep is what to report
+            self.sweep.refresh(list(open_jobs))
+            for run_id, job in open_jobs.items():
+                if job.job_id not in live and not self.sweep.finished(run_id):
+                    self.sweep.mark_failed(run_id, f"SLURM job {job.job_id} cancelled: {why}")
 
     @staticmethod
     def report_live(live: list[str]) -> None:
