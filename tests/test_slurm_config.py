@@ -97,8 +97,9 @@ def test_no_slurm_here_is_one_line(dpsuite, tmp_path, capsys, monkeypatch):
     assert dpsuite("run", "-m", "hydra/launcher=slurm", f"results_dir={tmp_path}") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        "dpsuite: error: hydra/launcher=slurm needs SLURM's sbatch and squeue on this machine "
-        "(a login node of the cluster); neither was found on PATH"
+        "dpsuite: error: hydra/launcher=slurm needs SLURM's sbatch, srun, squeue, scancel on "
+        "this machine (a login node of the cluster); not found on PATH: sbatch, srun, squeue, "
+        "scancel"
     ]
 
 

@@ -1,9 +1,10 @@
 """The SLURM commands a sweep needs: test a submission, read job states, cancel jobs.
 
 Job states come from ``squeue --states=all`` first: the controller keeps a finished job there
-for ``MinJobAge`` (5 minutes by default), accounting or not, a cancelled pending array element
-included. ``sacct`` is asked only about jobs squeue no longer lists; a job neither knows has
-ended (its state unknown), so a missing or broken accounting never leaves a sweep waiting.
+for ``MinJobAge`` (5 minutes by default), accounting or not. ``sacct`` is asked only about jobs
+squeue no longer lists. A job neither knows has ended (its state unknown; a pending array
+element that is cancelled vanishes from both at once), so a missing or broken accounting never
+leaves a sweep waiting.
 """
 
 from __future__ import annotations
@@ -81,16 +82,21 @@ class SlurmUnreachable(RuntimeError):
     """A SLURM command failed for a reason other than the jobs asked about (controller down)."""
 
 
+CLIENTS = ("sbatch", "srun", "squeue", "scancel")
+
+
 def available() -> bool:
-    return shutil.which("sbatch") is not None and shutil.which("squeue") is not None
+    """This machine has SLURM's commands (it is a login node of a cluster)."""
+    return all(shutil.which(command) for command in CLIENTS)
 
 
 def require() -> None:
     """UserError unless this machine can submit to SLURM."""
-    if not available():
+    missing = [command for command in CLIENTS if shutil.which(command) is None]
+    if missing:
         raise UserError(
-            "hydra/launcher=slurm needs SLURM's sbatch and squeue on this machine (a login node "
-            "of the cluster); neither was found on PATH"
+            f"hydra/launcher=slurm needs SLURM's {', '.join(CLIENTS)} on this machine (a login "
+            f"node of the cluster); not found on PATH: {', '.join(missing)}"
         )
 
 

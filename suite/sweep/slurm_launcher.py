@@ -122,8 +122,8 @@ class SlurmLauncher(BaseSubmititLauncher):
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
         sweep = hydra_app.observer()
-        if sweep is None:
-            raise UserError("hydra/launcher=slurm runs the points of a sweep: use `dpsuite run -m`")
+        if sweep is None:  # only `dpsuite run -m` / `dpsuite sweep` follow what they submit
+            raise CommandAborted(UserError("hydra/launcher=slurm needs `dpsuite run -m`"))
         specs = sweep.launch_specs(initial_job_idx, len(job_overrides))
         todo = [(i, spec) for i, spec in enumerate(specs) if spec is not None]
         if todo:
@@ -198,7 +198,8 @@ class JobWatch:
             while open_jobs := self.open_jobs():
                 self.check(open_jobs)
                 time.sleep(self.poll_s)
-            self.report_live(wait_until_gone([j.job_id for j in self.jobs.values()]))
+            with contextlib.suppress(slurm.SlurmUnreachable):  # every run has ended anyway
+                self.report_live(wait_until_gone([j.job_id for j in self.jobs.values()]))
         except NeverRuns as exc:  # the runs never started: nothing to mark
             self.cancel(self.unfinished(), mark=False)
             raise CommandAborted(UserError(str(exc))) from None
