@@ -176,12 +176,12 @@ def test_a_request_slurm_can_never_run_is_one_error_line(dpsuite, tmp_path, caps
 
 def test_ctrl_c_cancels_the_jobs_and_a_rerun_resumes_without_duplicates(tmp_path):
     out = tmp_path / "res"
-    extra = ["train.max_steps=2000", "seed=0,1"]
+    extra = ["train.max_steps=4000", "seed=0,1"]
 
     def interrupt_when_running(sig: int) -> str:
         proc = start(out, *extra)
         try:
-            wait_for("a job to run", lambda: running_run(out, "2000"))
+            wait_for("a job to run", lambda: running_run(out, "4000"))
             os.killpg(proc.pid, sig)
             return proc.communicate(timeout=TIMEOUT_S)[0]
         finally:

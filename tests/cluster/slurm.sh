@@ -152,7 +152,7 @@ start() {
 
     if [[ ! -d $DIR/mysql/data/mysql ]]; then
         mariadb-install-db --user=root --datadir="$DIR/mysql/data" \
-            --auth-root-authentication-method=socket --skip-test-db >"$DIR/log/mariadb-install.out"
+            --auth-root-authentication-method=socket --skip-test-db >"$DIR/log/mariadb-install.out" 2>&1
     fi
     spawn mariadbd mariadbd --no-defaults --user=root --datadir="$DIR/mysql/data" \
         --socket="$DIR/mysql/mysql.sock" --port="$DB_PORT" --bind-address=127.0.0.1 \
@@ -208,7 +208,9 @@ stop() {
     if alive slurmctld; then # jobs first: their processes belong to slurmd's job steps
         local jobs
         jobs=$(squeue -h -o %i 2>/dev/null || true)
-        [[ -n $jobs ]] && scancel $jobs 2>/dev/null
+        if [[ -n $jobs ]]; then
+            scancel $jobs 2>/dev/null || true
+        fi
         for ((i = 0; i < 150; i++)); do
             [[ -z $(squeue -h -o %i 2>/dev/null) ]] && break
             sleep 0.2
