@@ -154,6 +154,6 @@ def test_a_two_task_slurm_job_is_a_local_two_worker_run(
     assert rec["run_id"] == local_two_workers[0]["run_id"]
     assert max_diff(read_params(run), local_two_workers[1]) <= 1e-10
     hw, local_hw = rec["hardware"], local_two_workers[0]["hardware"]
-    # Each task is bound to its own core; the node is still the machine the local run saw.
-    assert hw["workers_per_host"] == 2 and hw["cpus_usable"] == os.cpu_count() // 2
+    # Each task is bound to its share of the node, which is still the machine the local run saw.
+    assert hw["workers_per_host"] == 2 and hw["cpus_usable"] < os.cpu_count()
     assert not hw["oversubscribed"] and hw["machine_id"] == local_hw["machine_id"]

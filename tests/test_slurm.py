@@ -154,9 +154,10 @@ def test_a_killed_job_costs_exactly_its_run_and_cancelled_jobs_end_theirs(tmp_pa
 
 
 def test_a_request_slurm_can_never_run_is_one_error_line(dpsuite, tmp_path, capsys):
-    # Refused by `sbatch --test-only` before anything starts: 4 tasks on a 2-CPU node.
+    # Refused by `sbatch --test-only` before anything starts: more tasks than the node has CPUs.
+    tasks = os.cpu_count() + 1
     code = dpsuite(
-        *sweep_args(tmp_path / "a", "hydra.launcher.tasks_per_node=4", "workers=4"),
+        *sweep_args(tmp_path / "a", f"hydra.launcher.tasks_per_node={tasks}", f"workers={tasks}")
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
