@@ -1,5 +1,5 @@
 """Developer and user sessions: `nox -s tests`, `nox -s demo`, `nox -s lint`, `nox -s bench`,
-`nox -s overhead`, and report helpers.
+`nox -s overhead`, `nox -s cluster` (a real SLURM), and report helpers.
 
 Each session installs what it needs into its own virtualenv. On a machine without CUDA, torch
 comes from PyTorch's CPU index (a ~200 MB wheel) rather than PyPI's default multi-GB CUDA build.
@@ -8,8 +8,11 @@ Set DPSUITE_TORCH to choose another torch requirement (e.g. "torch==2.5.1").
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import subprocess
+from collections.abc import Iterator
 
 import nox
 
@@ -18,6 +21,7 @@ nox.options.reuse_existing_virtualenvs = True
 
 TORCH = os.environ.get("DPSUITE_TORCH", "torch==2.13.0")
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+SLURM_SCRIPT = "tests/cluster/slurm.sh"
 
 
 def has_cuda() -> bool:
@@ -41,6 +45,42 @@ def tests(session: nox.Session) -> None:
     """The test suite (unit, multi-process DDP, end to end); slow stress tests excluded."""
     install_suite(session, "[dev,slurm]")
     session.run("pytest", "-m", "not slow and not browser", *session.posargs)
+
+
+@contextlib.contextmanager
+def test_cluster(session: nox.Session) -> Iterator[str]:
+    """The test SLURM (tests/cluster/slurm.sh) up inside the block; yields its SLURM_CONF.
+
+    A cluster that was already up is used and left up; one started here is stopped after.
+    """
+    already_up = subprocess.run(["bash", SLURM_SCRIPT, "status"], capture_output=True)
+    session.run("bash", SLURM_SCRIPT, "start", external=True)
+    env = subprocess.run(["bash", SLURM_SCRIPT, "env"], capture_output=True, text=True).stdout
+    try:
+        yield env.strip().split("=", 1)[1]
+    finally:
+        if already_up.returncode != 0:
+            session.run("bash", SLURM_SCRIPT, "stop", external=True)
+
+
+@nox.session
+def cluster(session: nox.Session) -> None:
+    """The tests marked `slurm` on a real single-host SLURM.
+
+    Needs root on a Debian-like machine: tests/cluster/slurm.sh installs slurm-wlm, munge,
+    slurmdbd and mariadb-server when missing. `nox -s cluster -- -k kill` picks tests.
+    """
+    install_suite(session, "[dev,slurm]")
+    with test_cluster(session):
+        session.run("pytest", "-m", "slurm", "-rs", *session.posargs)
+
+
+@nox.session
+def cluster_bench(session: nox.Session) -> None:
+    """On the test SLURM: a 2-run sweep there vs here, and how fast a dead job is noticed."""
+    install_suite(session, "[slurm]")
+    with test_cluster(session) as slurm_conf:
+        session.run("python", "tests/cluster/measure.py", env={"SLURM_CONF": slurm_conf})
 
 
 @nox.session

@@ -31,3 +31,12 @@ class CommandAborted(BaseException):
     def __init__(self, error: UserError) -> None:
         self.error = error
         super().__init__(str(error))
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an exception so that workers are stopped and results marked."""
+
+
+def raise_terminated(signum, frame) -> None:
+    """A SIGTERM handler: stop like Ctrl-C does, but say it was a termination."""
+    raise Terminated()

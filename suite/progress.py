@@ -2,7 +2,9 @@
 
 The training loop (rank 0) and the sweep report events to ``current()``, a ``Reporter``:
 
-* ``sweep_started(label, total, done)`` once per sweep, ``run_finished(run_id, status)`` per run;
+* ``sweep_started(label, total, done)`` once per sweep, ``run_finished(run_id, status, detail)``
+  per run (the sweep reads it from the run's run.json), ``note(text)`` for news such as a run's
+  SLURM job starting;
 * ``run_started(run_id, total_steps, steps_per_epoch)``, then ``run_step(step, train_loss)`` at
   each loss check and ``run_evaluated(row)`` at each evaluation.
 
@@ -45,8 +47,11 @@ class Reporter:
     def run_evaluated(self, row: Mapping[str, Any]) -> None:
         pass
 
-    def run_finished(self, run_id: str, status: str) -> None:
+    def run_finished(self, run_id: str, status: str, detail: str = "") -> None:
         """A run ended with ``status`` (``skipped`` when it was already complete)."""
+
+    def note(self, text: str) -> None:
+        """One line of news about the sweep (a job submitted, started, ...)."""
 
     def close(self) -> None:
         pass
@@ -88,12 +93,14 @@ class _RunState:
             return None
         return (time.monotonic() - self.sweep_t0) / self.executed * remaining
 
-    def finish_line(self, run_id: str, status: str) -> str:
+    def finish_line(self, run_id: str, status: str, detail: str = "") -> str:
         parts = [f"{run_id}: {status}"]
         row = self.last_row if run_id == self.run_id else {}
         if status != "skipped" and row:
             parts.append(f"eval_acc {_fmt(100 * row.get('eval_acc', math.nan), '.2f')}%")
             parts.append(f"({_fmt(time.monotonic() - self.run_t0, '.1f')}s)")
+        if detail:
+            parts.append(detail)
         return "  ".join(parts)
 
     def count_finished(self, status: str) -> None:
@@ -146,16 +153,19 @@ class PlainReporter(Reporter):
             f"  eval_acc {_fmt(100 * row['eval_acc'], '.2f')}%  ({row['wall_s']:.1f}s)"
         )
 
-    def run_finished(self, run_id: str, status: str) -> None:
+    def run_finished(self, run_id: str, status: str, detail: str = "") -> None:
         s = self.state
         s.count_finished(status)
-        line = s.finish_line(run_id, status)
+        line = s.finish_line(run_id, status, detail)
         if s.sweep_total:
             eta = s.eta_s()
             line = f"[{s.sweep_done}/{s.sweep_total}] {line}"
             if eta is not None:
                 line += f"  sweep ETA {_fmt_duration(eta)}"
         self._print(line)
+
+    def note(self, text: str) -> None:
+        self._print(text)
 
 
 class RichReporter(Reporter):
@@ -228,16 +238,20 @@ class RichReporter(Reporter):
         self.state.last_row = row
         self.run_step(int(row["step"]), row.get("train_loss", math.nan))
 
-    def run_finished(self, run_id: str, status: str) -> None:
+    def run_finished(self, run_id: str, status: str, detail: str = "") -> None:
         s = self.state
         s.count_finished(status)
         self._ensure_started()
-        self.bars.console.print(s.finish_line(run_id, status))
+        self.bars.console.print(s.finish_line(run_id, status, detail), markup=False)
         if self.sweep_task is not None and status != "skipped":
             self.bars.advance(self.sweep_task)
         if self.run_task is not None and run_id == s.run_id:
             self.bars.remove_task(self.run_task)
             self.run_task = None
+
+    def note(self, text: str) -> None:
+        self._ensure_started()
+        self.bars.console.print(text, markup=False)  # paths and errors may hold [brackets]
 
     def close(self) -> None:
         if self.started:

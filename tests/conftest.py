@@ -68,3 +68,38 @@ def read_run(run_dir: Path) -> dict:
 def read_params(run_dir: Path) -> dict[str, np.ndarray]:
     with np.load(run_dir / "params.npz", allow_pickle=False) as f:
         return {k: f[k] for k in f.files}
+
+
+SLURM_SCRIPT = REPO / "tests" / "cluster" / "slurm.sh"
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A real single-host SLURM (tests/cluster/slurm.sh): the one already up (`nox -s cluster`),
+    or one started here and stopped at the end. Tests that need it are skipped, with the
+    reason, where it cannot start (not root, no Debian packages)."""
+    env_line = subprocess.run(
+        ["bash", str(SLURM_SCRIPT), "env"], capture_output=True, text=True, check=True
+    ).stdout
+    conf = env_line.strip().split("=", 1)[1]
+    previous = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = conf
+    running = subprocess.run(["bash", str(SLURM_SCRIPT), "status"], capture_output=True)
+    started = False
+    if running.returncode != 0:
+        if os.geteuid() != 0:
+            pytest.skip("starting the test SLURM cluster needs root (tests/cluster/slurm.sh)")
+        done = subprocess.run(
+            ["bash", str(SLURM_SCRIPT), "start"], capture_output=True, text=True, timeout=900
+        )
+        if done.returncode != 0:
+            lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
+            pytest.skip(f"the test SLURM cluster did not start: {lines[-1]}")
+        started = True
+    yield conf
+    if started:
+        subprocess.run(["bash", str(SLURM_SCRIPT), "stop"], capture_output=True, timeout=300)
+    if previous is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = previous

@@ -357,8 +357,8 @@ def write_sync(root: Path) -> None:
                 sync=name,
                 sync_label=label,
                 sync_metrics={
-                    "bytes_per_step": nbytes,
-                    "server_bytes_per_step": server if workers > 1 else None,
+                    "wire_bytes_per_step": nbytes,
+                    "server_wire_bytes_per_step": server if workers > 1 else None,
                     "collectives_per_step": 0 if workers == 1 else 1,
                 },
             )

@@ -7,8 +7,6 @@ import sys
 
 import numpy as np
 import pytest
-import submitit
-from submitit.slurm.slurm import SlurmExecutor
 
 from tests.conftest import REPO, SMALL, only_run, read_params, read_run
 
@@ -120,56 +118,42 @@ def test_one_task_per_worker_is_checked_before_submitting(dpsuite, tmp_path, cap
     assert not list(tmp_path.rglob("run.json"))
 
 
-def test_slurm_launcher_config_renders_the_expected_sbatch_script(dpsuite, tmp_path, monkeypatch):
-    """The real launcher path up to `sbatch`: our YAML -> Hydra -> submitit -> sbatch script."""
-    rendered: list[tuple[str, dict]] = []
-
-    def render_instead_of_submitting(self, fn, *iterables):
-        ex = self._executor
-        ex.parameters["map_count"] = len(list(zip(*iterables, strict=True)))  # as map_array does
-        rendered.append((ex._make_submission_file_text("<command>", "uid"), dict(ex.parameters)))
-        return []  # nothing was submitted, so no job runs
-
-    monkeypatch.setattr(SlurmExecutor, "affinity", classmethod(lambda cls: 1))  # "srun exists"
-    monkeypatch.setattr(submitit.AutoExecutor, "map_array", render_instead_of_submitting)
-    code = dpsuite(
-        "sweep",
-        "scaling",
-        "hydra/launcher=slurm",
-        "hydra.launcher.partition=gpu",
-        "hydra.launcher.nodes=2",
-        "hydra.launcher.gpus_per_node=4",
-        "hydra.launcher.timeout_min=30",
-        "workers=8",
-        "batch.per_worker=32,128",
-        "device=cuda",  # checked on the nodes, not on this (login) machine
-        f"results_dir={tmp_path}",
-    )
-    assert code == 1  # nothing ran here: the manifest lists the runs as not run
-    [(script, params)] = rendered
-    for line in (
-        "#SBATCH --nodes=2",
-        "#SBATCH --ntasks-per-node=4",
-        "#SBATCH --gpus-per-node=4",
-        "#SBATCH --partition=gpu",
-        "#SBATCH --time=30",
-        "#SBATCH --job-name=dpsuite",
-        "#SBATCH --array=0-23%24",  # 4 workloads x 2 batch sizes x 3 repeats: one job each
-    ):
-        assert line in script, script
-    assert "srun" in script and str(tmp_path / ".hydra" / ".submitit") in script
-    assert params["ntasks_per_node"] == params["gpus_per_node"] == 4
-    assert "${" not in script  # every interpolation was resolved
-
-
 def test_slurm_tasks_must_match_workers(dpsuite, tmp_path, capsys):
     code = dpsuite(
         "sweep",
         "scaling",
         "hydra/launcher=slurm",
         "hydra.launcher.nodes=2",
+        "hydra.launcher.tasks_per_node=4",
         "hydra.launcher.gpus_per_node=4",
         f"results_dir={tmp_path}",
     )
     assert code == 2
     assert "workers=1 but the launcher starts 8 tasks per job" in capsys.readouterr().err
+
+
+@pytest.mark.slurm
+def test_a_two_task_slurm_job_is_a_local_two_worker_run(
+    dpsuite, tmp_path, local_two_workers, slurm_cluster
+):
+    """One SLURM task per rank: the same run id and parameters as 2 workers started here."""
+    code = dpsuite(
+        "run",
+        "-m",
+        "hydra/launcher=slurm",
+        "hydra.launcher.tasks_per_node=2",
+        "hydra.launcher.poll_s=1",
+        *RUN,
+        "workers=2",
+        f"results_dir={tmp_path}",
+    )
+    assert code == 0
+    run = only_run(tmp_path)
+    rec = read_run(run)
+    assert rec["status"] == "complete" and rec["workers"] == 2
+    assert rec["run_id"] == local_two_workers[0]["run_id"]
+    assert max_diff(read_params(run), local_two_workers[1]) <= 1e-10
+    hw, local_hw = rec["hardware"], local_two_workers[0]["hardware"]
+    # Each task is bound to its share of the node, which is still the machine the local run saw.
+    assert hw["workers_per_host"] == 2 and hw["cpus_usable"] < os.cpu_count()
+    assert not hw["oversubscribed"] and hw["machine_id"] == local_hw["machine_id"]

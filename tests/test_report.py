@@ -722,22 +722,22 @@ def test_scaling_model_section_when_runs_carry_parameter_counts(dpsuite, capsys,
 def expected_sync_findings() -> list[str]:
     """Hand-computed from trees.SYNC at 4 workers (all-reduce: 308 KiB, 3,000 samples/s, 89 %)."""
     return [
-        "At 4 workers, `param_server` hands 616 KiB per step per worker to communication, 2.0× "
+        "At 4 workers, `param_server` sends 616 KiB per step per worker, 2.0× "
         "more than all-reduce's 308 KiB; 1,600 samples/s (0.53× all-reduce); final accuracy "
         "89.0 % (+0.0 points).",
-        "At 4 workers, `local_sgd (period 4)` hands 77 KiB per step per worker to communication, "
+        "At 4 workers, `local_sgd (period 4)` sends 77 KiB per step per worker, "
         "4.0× less than all-reduce's 308 KiB; 3,600 samples/s (1.20× all-reduce); final accuracy "
         "87.0 % (-2.0 points).",
-        "At 4 workers, `fp16` hands 154 KiB per step per worker to communication, 2.0× less than "
+        "At 4 workers, `fp16` sends 154 KiB per step per worker, 2.0× less than "
         "all-reduce's 308 KiB; 3,200 samples/s (1.07× all-reduce); final accuracy 89.0 % "
         "(+0.0 points).",
-        "At 4 workers, `powersgd (rank 1, from step 10)` hands 6.23 KiB per step per worker to "
-        "communication, 49.4× less than all-reduce's 308 KiB; 2,900 samples/s (0.97× "
+        "At 4 workers, `powersgd (rank 1, from step 10)` sends 6.23 KiB per step per worker, "
+        "49.4× less than all-reduce's 308 KiB; 2,900 samples/s (0.97× "
         "all-reduce); final accuracy 85.0 % (-4.0 points).",
         "At 4 workers, the fastest strategy is `local_sgd (period 4)`: 3,600 samples/s, 1.20× "
         "all-reduce.",
-        "`param_server`: the server handles 616 KiB per step at 2 workers and 1.8 MiB at 4 "
-        "(3.0×), while a worker handles 616 KiB at 2 and 616 KiB at 4.",
+        "`param_server`: the server sends 616 KiB per step at 2 workers and 1.8 MiB at 4 "
+        "(3.0×), while a worker sends 616 KiB at 2 and 616 KiB at 4.",
         "At 4 workers, the accuracy–communication frontier (each strategy on it is more than 1 "
         "point more accurate than every cheaper one) is `powersgd (rank 1, from step 10)` "
         "(6.23 KiB, 85.0 %), `local_sgd (period 4)` (77 KiB, 87.0 %), `fp16` (154 KiB, 89.0 %); "
@@ -777,7 +777,7 @@ def test_frontier_keeps_only_points_worth_their_bytes():
     points = pd.DataFrame(
         {
             "sync_label": ["a", "b", "c", "d", "e", "f"],
-            "bytes_per_step": [10.0, 20.0, 20.0, 40.0, 5.0, 80.0],
+            "wire_bytes_per_step": [10.0, 20.0, 20.0, 40.0, 5.0, 80.0],
             "final_eval_acc": [0.80, 0.85, 0.83, 0.85, 0.70, 0.855],
         }
     )

@@ -98,7 +98,7 @@ def test_two_worker_run_writes_the_contract_and_is_skipped_on_rerun(tmp_path):
     assert rec["config"]["workers"] == 2 and "hydra" not in rec["config"]
     assert rec["hardware"]["workers_per_host"] == 2 and rec["bucket_cap_mb"] == 25
     assert rec["hardware"]["oversubscribed"] is (
-        2 * rec["threads_per_worker"] > rec["hardware"]["cpu_count"]
+        2 * rec["threads_per_worker"] > rec["hardware"]["cpus_usable"]
     )
     m = rec["metrics"]
     assert m["samples_per_s"] > 0 and m["step_time_s"] > 0

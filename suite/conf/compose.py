@@ -162,6 +162,9 @@ def sweep_points(overrides: list[str], params: dict[str, str] | None = None) -> 
         raise UserError(_first_line(exc)) from None
 
 
+SLURM_LAUNCHER = "hydra_plugins.dpsuite.SlurmLauncher"
+
+
 @dataclass(frozen=True)
 class LauncherShape:
     """Where the runs start: this process (basic launcher) or submitit jobs of N tasks."""
@@ -169,20 +172,42 @@ class LauncherShape:
     target: str
     tasks: int = 1
     tasks_per_node: int = 1
+    params: dict = field(default_factory=dict)  # the launcher's resolved keys (submitit's)
 
     @property
     def remote(self) -> bool:
         """The runs start in other processes, maybe on other machines (submitit)."""
-        return "submitit" in self.target
+        return "submitit" in self.target or self.slurm
+
+    @property
+    def slurm(self) -> bool:
+        """dpsuite's SLURM launcher (`hydra/launcher=slurm`)."""
+        return self.target == SLURM_LAUNCHER
 
 
 def launcher_shape(cfg: DictConfig) -> LauncherShape:
     launcher = cfg.hydra.launcher
     target = str(launcher.get("_target_", ""))
-    if "submitit" not in target:
+    if "submitit" not in target and target != SLURM_LAUNCHER:
         return LauncherShape(target)
-    nodes, per_node = int(launcher.get("nodes", 1)), int(launcher.get("tasks_per_node", 1))
-    return LauncherShape(target, nodes * per_node, per_node)
+    try:
+        params = OmegaConf.to_container(launcher, resolve=True)
+    except OmegaConfBaseException as exc:
+        raise UserError(f"hydra.launcher: {_first_line(exc)}") from None
+    assert isinstance(params, dict)
+    params.pop("_target_", None)
+    nodes = _launcher_count(params, "nodes")
+    per_node = _launcher_count(params, "tasks_per_node")
+    return LauncherShape(target, nodes * per_node, per_node, params)
+
+
+def _launcher_count(params: dict, key: str) -> int:
+    value = params.get(key)
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"hydra.launcher.{key} must be an integer >= 1, got {value!r}")
+    return value
 
 
 @dataclass
@@ -203,6 +228,12 @@ def plan(overrides: list[str], multirun: bool) -> Plan:
     composed = compose_config(base, with_hydra=True)
     _reject_composite_preset(composed)
     shape = launcher_shape(composed)
+    if shape.remote and not multirun:
+        # Hydra would ignore the launcher and train right here (on a login node, say).
+        raise UserError(
+            "hydra/launcher submits the runs of a sweep: add -m (dpsuite run -m ...), "
+            "or leave hydra/launcher out to run here"
+        )
     params = composed.hydra.sweeper.get("params")
     grid = OmegaConf.to_container(params, resolve=False) if params else {}
     points = sweep_points(overrides, grid if multirun else None) if multirun else [overrides]

@@ -22,6 +22,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
+from suite.measure.fingerprint import slurm_tasks_on_node
+
 
 @dataclass(frozen=True)
 class Ranks:
@@ -56,7 +58,7 @@ def ranks_from_env() -> Ranks | None:
             int(env["SLURM_PROCID"]),
             int(env["SLURM_NTASKS"]),
             int(env.get("SLURM_LOCALID", 0)),
-            int(env.get("SLURM_NTASKS_PER_NODE", "1").split("(")[0]),
+            slurm_tasks_on_node(env),
         )
     return None
 

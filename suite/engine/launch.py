@@ -72,8 +72,11 @@ def config_difference(recorded: dict[str, Any], wanted: dict[str, Any]) -> str |
     return None
 
 
-def reuse_blocker(spec: RunSpec, previous: dict[str, Any] | None, machine_id: str) -> str | None:
-    """Why the result in the run directory cannot stand for this run (None: reuse it)."""
+def reuse_blocker(
+    spec: RunSpec, previous: dict[str, Any] | None, machine_id: str | None
+) -> str | None:
+    """Why the result in the run directory cannot stand for this run (None: reuse it).
+    ``machine_id`` None: the run will start on another machine, which decides for itself."""
     if previous is None:
         return "no result yet"
     status = effective_status(previous)
@@ -81,16 +84,18 @@ def reuse_blocker(spec: RunSpec, previous: dict[str, Any] | None, machine_id: st
         return "force=true"
     if status != "complete":
         return f"the result there is {status}"
-    if (previous.get("hardware") or {}).get("machine_id") != machine_id:
+    recorded = (previous.get("hardware") or {}).get("machine_id")
+    if machine_id is not None and recorded != machine_id:
         host = (previous.get("hardware") or {}).get("hostname")
         return f"the result there was measured on another machine ({host})"
     difference = config_difference(previous.get("config") or {}, spec.config)
     return f"the result there differs: {difference}" if difference else None
 
 
-def reusable(spec: RunSpec) -> bool:
-    """Whether this machine would skip ``spec`` because its complete result stands."""
-    machine = base_record(spec, spec.workers)["hardware"]["machine_id"]
+def reusable(spec: RunSpec, this_machine: bool = True) -> bool:
+    """Whether ``spec`` would be skipped because its complete result stands (on this machine,
+    or, with ``this_machine=False``, wherever it was measured)."""
+    machine = base_record(spec, spec.workers)["hardware"]["machine_id"] if this_machine else None
     return reuse_blocker(spec, read_record(spec.run_dir), machine) is None
 
 

@@ -6,7 +6,8 @@ and launcher run the jobs. Around that, this module
 
 * checks every point before any work starts (``suite.conf.compose``);
 * writes ``RESULTS_DIR/sweep.json`` (atomically): preset, overrides, run ids, start and end,
-  the status of every run and counts by status, updated as runs finish;
+  the status of every run and counts by status, and the SLURM job and log of every run that
+  has one, updated as the runs' own run.json files change;
 * resumes for free: run ids are stable, complete runs are skipped by ``suite.engine.launch`` and
   everything else (failed, killed half-way, never started) runs again;
 * prints one summary line at the end: complete / diverged / failed / skipped;
@@ -18,10 +19,13 @@ A preset with ``parts`` (``demo``) runs other presets in turn, into ``RESULTS_DI
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shlex
 import socket
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -33,9 +37,10 @@ from suite import progress
 from suite.conf import compose as preflight
 from suite.engine.distributed import ranks_from_env
 from suite.errors import ResultsWriteError, UserError
+from suite.results import SCHEMA_VERSION, now_iso, read_json, read_status, write_json_atomic
 from suite.results import lock as results_lock
-from suite.results import now_iso, read_status, write_json_atomic
-from suite.sweep import hydra_app
+from suite.sweep import hydra_app, slurm
+from suite.sweep.hydra_app import SubmittedJob
 
 MANIFEST = "sweep.json"
 MANIFEST_SCHEMA = 1
@@ -67,15 +72,28 @@ def _results_dir_override(overrides: list[str]) -> str | None:
     return None
 
 
+FINAL = ("complete", "diverged", "failed")
+
+
 @dataclass
 class Sweep:
-    """One multirun: what it will run (checked), and where its manifest goes."""
+    """One multirun: what it will run (checked), where its manifest goes, and how its runs stand.
+
+    A run's status in the sweep is what its own run.json says (once that file differs from the
+    one found when the sweep started, so that an earlier attempt's record never counts), whether
+    the run ran in this process, in spawned workers or in a SLURM job (``refresh``). This is the
+    ``SweepObserver`` of ``suite.sweep.hydra_app``.
+    """
 
     preset: str | None
     overrides: list[str]
     plan: preflight.Plan
     runs: dict[str, str] = field(default_factory=dict)  # run_id -> status in this sweep
     run_dirs: dict[str, Path] = field(default_factory=dict)
+    specs: dict[str, Any] = field(default_factory=dict)  # run_id -> its RunSpec
+    jobs: dict[str, SubmittedJob] = field(default_factory=dict)  # run_id -> its cluster job
+    baseline: dict[str, str | None] = field(default_factory=dict)  # run_id -> run.json digest
+    launched: set[str] = field(default_factory=set)  # run ids handed to a launcher already
     started_at: str = ""
 
     @property
@@ -99,38 +117,148 @@ class Sweep:
         sweep = cls(preset, list(overrides), plan)
         for spec in plan.specs:  # a run id twice (two spellings of one config) runs once
             sweep.run_dirs.setdefault(spec.run_id, spec.run_dir)
+            sweep.specs.setdefault(spec.run_id, spec)
+        if plan.launcher.slurm and ranks_from_env() is None:
+            from suite.sweep import slurm_launcher
+
+            slurm_launcher.check(plan.launcher.params, plan.specs)
         return sweep
 
-    # ---- manifest -------------------------------------------------------------------------
+    # ---- the runs' own records ------------------------------------------------------------
     def mark_existing(self) -> int:
-        """Record which runs are complete already (they will be skipped); returns how many."""
+        """Note every run.json as found (complete runs will be skipped); returns how many are
+        complete."""
         from suite.engine.launch import reusable
 
-        for spec in self.plan.specs:
+        for run_id, run_dir in self.run_dirs.items():
+            self.baseline[run_id] = _digest(_read_bytes(run_dir / "run.json"))
             # Jobs on other machines decide there; this machine's fingerprint is no guide.
-            done = not self.plan.launcher.remote and reusable(spec)
-            self.runs[spec.run_id] = "skipped" if done else "pending"
+            done = reusable(self.specs[run_id], this_machine=not self.plan.launcher.remote)
+            self.runs[run_id] = "skipped" if done else "pending"
         return sum(s == "skipped" for s in self.runs.values())
 
-    def record(self, run_id: str, status: str) -> None:
-        """A job of this process finished (a hydra_app listener)."""
-        if run_id in self.runs:
-            self.runs[run_id] = status
+    def refresh(self, run_ids: Iterable[str] | None = None, save: bool = True) -> None:
+        """Read the run.json of these runs (default: all) and report what changed (and save it
+        in the manifest)."""
+        changed = False
+        for run_id in list(self.runs) if run_ids is None else run_ids:
+            if self.runs.get(run_id) not in ("pending", "running"):
+                continue
+            record = self._new_record(run_id)
+            status = record.get("status") if record else None
+            if status in (*FINAL, "running") and status != self.runs[run_id]:
+                self.runs[run_id] = status
+                self._report(run_id, record)
+                changed = True
+        if changed and save:
             self.write_manifest("running")
 
-    def settle(self) -> None:
-        """Final statuses from the runs' own files (jobs may have run in other processes)."""
-        for run_id, status in self.runs.items():
-            if status == "skipped":
-                continue
-            on_disk = read_status(self.run_dirs[run_id])
-            if on_disk is None:
-                self.runs[run_id] = "not run"
-            elif on_disk == "running":  # the sweep is over: nothing of it is still running
-                self.runs[run_id] = "failed"
-            else:
-                self.runs[run_id] = on_disk
+    def _new_record(self, run_id: str) -> dict[str, Any] | None:
+        """The run's record if it was written in this sweep, else None."""
+        data = _read_bytes(self.run_dirs[run_id] / "run.json")
+        if data is None or _digest(data) == self.baseline[run_id]:
+            return None
+        try:
+            record = json.loads(data)
+        except ValueError:
+            return None
+        return record if isinstance(record, dict) else None
 
+    def _report(self, run_id: str, record: dict[str, Any]) -> None:
+        status, job = record["status"], self.jobs.get(run_id)
+        reporter = progress.current()
+        if status == "running":
+            if job is not None:  # a run here shows in the progress bars already
+                reporter.note(f"{run_id}: running on {record.get('host')} (job {job.job_id})")
+            return
+        detail = ""
+        if job is not None:
+            acc = (record.get("metrics") or {}).get("final_eval_acc")
+            detail = f"eval_acc {100 * acc:.2f}%  " if isinstance(acc, float) else ""
+            detail += f"(job {job.job_id})"
+            if status == "failed":
+                detail += f": {record.get('error')}"
+        reporter.run_finished(run_id, status, detail)
+
+    def finished(self, run_id: str) -> bool:
+        return self.runs.get(run_id) not in ("pending", "running")
+
+    def status(self, run_id: str) -> str:
+        return self.runs.get(run_id, "pending")
+
+    def mark_failed(self, run_id: str, reason: str) -> None:
+        """Record a final `failed` in run.json for a run whose job ended without one."""
+        path = self.run_dirs[run_id] / "run.json"
+        if self.runs[run_id] == "pending" and read_status(self.run_dirs[run_id]) == "complete":
+            self.runs[run_id] = "not run"  # forced again, never started: the result stands
+            return
+        try:
+            record = read_json(path)
+        except (OSError, ValueError):  # the job never started the run
+            spec = self.specs[run_id]
+            record = {
+                "schema_version": SCHEMA_VERSION,
+                **spec.summary(),
+                "config": spec.config,
+                "hardware": {},
+                "metrics": {},
+                "started_at": None,
+            }
+        record.update(status="failed", error=reason, finished_at=now_iso())
+        write_json_atomic(path, record)
+        self.refresh([run_id])
+
+    def settle(self, state: str) -> None:
+        """Final statuses once Hydra is done: what never started did not run."""
+        self.refresh(save=False)  # the caller writes the manifest, with the sweep's end
+        for run_id, status in self.runs.items():
+            if status == "pending":
+                self.runs[run_id] = "not run"
+            elif status == "running" and (state == "finished" or run_id not in self.jobs):
+                self.runs[run_id] = "failed"  # it cannot run on: only a job may still be ending
+
+    # ---- jobs on a cluster ----------------------------------------------------------------
+    def launch_specs(self, first: int, count: int) -> list[Any]:
+        """The runs of Hydra's jobs first..first+count-1; None where there is nothing to run
+        (complete already, or a second spelling of a run id launched before)."""
+        specs = self.plan.specs[first : first + count]
+        if len(specs) != count:
+            raise RuntimeError(f"Hydra launched jobs {first}..{first + count - 1} of {specs}")
+        todo: list[Any] = []
+        for spec in specs:
+            new = self.runs[spec.run_id] != "skipped" and spec.run_id not in self.launched
+            self.launched.add(spec.run_id)
+            todo.append(spec if new else None)
+        return todo
+
+    def jobs_submitted(self, jobs: dict[str, SubmittedJob]) -> None:
+        self.jobs.update(jobs)
+        reporter = progress.current()
+        arrays = slurm.array_ids(j.job_id for j in jobs.values())
+        reporter.note(f"submitted {len(jobs)} SLURM jobs (job array {', '.join(arrays)})")
+        for run_id, job in jobs.items():
+            reporter.note(f"{run_id}: job {job.job_id}, log {job.log_out} (and .err)")
+        self.write_manifest("running")
+
+    def refuse_if_jobs_live(self) -> None:
+        """UserError while SLURM jobs of an earlier sweep of these directories still live:
+        they would write the same run directories as this one."""
+        ids = [job_id for d in self.results_dirs for job_id in _manifest_job_ids(d)]
+        if not ids or not slurm.available():
+            return
+        try:
+            live = sorted(j for j, s in slurm.states(ids).items() if s.live)
+        except slurm.SlurmUnreachable as exc:
+            raise UserError(f"cannot check the earlier sweep's SLURM jobs: {exc}") from None
+        if live:
+            shown = ", ".join(live[:4]) + (", ..." if len(live) > 4 else "")
+            raise UserError(
+                f"{len(live)} SLURM jobs of an earlier sweep of "
+                f"{', '.join(map(str, self.results_dirs))} still run or wait ({shown}); wait for "
+                f"them to end or cancel them (scancel {' '.join(slurm.array_ids(live))})"
+            )
+
+    # ---- manifest -------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
         """Runs by final status, in summary order."""
         c = Counter("not run" if s == "pending" else s for s in self.runs.values())
@@ -154,6 +282,11 @@ class Sweep:
                 "run_ids": ids,
                 "counts": dict(Counter(runs.values())),
                 "runs": runs,
+                "jobs": {
+                    i: {"job_id": j.job_id, "log_out": str(j.log_out), "log_err": str(j.log_err)}
+                    for i, j in self.jobs.items()
+                    if i in runs
+                },
             }
             write_json_atomic(results_dir / MANIFEST, manifest)
 
@@ -168,20 +301,20 @@ class Sweep:
         """Run the multirun; returns the exit code (1 when a run failed or did not run)."""
         ranks = ranks_from_env()
         leader = ranks is None or ranks.rank == 0  # under torchrun every rank runs the sweep
+        if leader:
+            self.refuse_if_jobs_live()
         self.started_at = now_iso()
         done = self.mark_existing()
         if leader:
             self.write_manifest("running")
             progress.current().sweep_started(self.label, len(self.runs), done)
-            hydra_app.RUN_LISTENERS.append(self.record)
         state = "interrupted"
         try:
-            hydra_app.run_hydra(self.hydra_args)
+            hydra_app.run_hydra(self.hydra_args, self if leader else None)
             state = "finished"
         finally:
             if leader:
-                hydra_app.RUN_LISTENERS.remove(self.record)
-                self.settle()
+                self.settle(state)
                 try:
                     self.write_manifest(state)
                 except ResultsWriteError:
@@ -190,6 +323,26 @@ class Sweep:
                 print(self.summary_line(state), flush=True)
         bad = {"failed", "not run"} & set(self.runs.values())
         return 1 if bad else 0
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _digest(data: bytes | None) -> str | None:
+    return None if data is None else hashlib.sha1(data).hexdigest()
+
+
+def _manifest_job_ids(results_dir: Path) -> list[str]:
+    """The SLURM job ids an earlier sweep recorded in this directory's manifest."""
+    try:
+        jobs = read_json(results_dir / MANIFEST).get("jobs") or {}
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [str(j["job_id"]) for j in jobs.values() if isinstance(j, dict) and "job_id" in j]
 
 
 def _summary_rank(status: str) -> int:

@@ -438,10 +438,11 @@ def sync_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Repo
             f"sync_bytes{suffix}",
             strategies.bytes_by_strategy(group, f"Bytes communicated per step{about}"),
             f"Bytes per step per strategy{about}",
-            "Bytes each worker hands to communication per training step, counted by the suite "
-            "inside each strategy (a collective's tensor once; a point-to-point send or receive "
-            "each; local SGD's averages spread over the steps between them). Hatched: the "
-            "parameter server's own traffic. Runs with one worker communicate nothing.",
+            "Bytes each worker sends on the wire per training step, counted by the suite inside "
+            "each strategy (a point-to-point send its tensor; an all-reduce of S bytes among n "
+            "ranks 2(n-1)/n x S, as a ring sends; local SGD's averages spread over the steps "
+            "between them). Hatched: the parameter server's own traffic. Runs with one worker "
+            "communicate nothing.",
         )
         figs.add(
             f"sync_tradeoff{suffix}",

@@ -195,13 +195,15 @@ def bandwidth(comm: pd.DataFrame, scaling: pd.DataFrame, runs: pd.DataFrame) -> 
 
 def gradient_bytes(scaling: pd.DataFrame, runs: pd.DataFrame) -> tuple[str, float] | None:
     """The worst-scaling workload and the bytes its runs all-reduce per step."""
-    if scaling.empty or "bytes_per_step" not in runs.columns:
+    if scaling.empty or "wire_bytes_per_step" not in runs.columns:
         return None
     more = scaling[scaling["workers"] > scaling["base_workers"]]
     if more.empty:
         return None
     workload = more.loc[more["efficiency"].idxmin(), "workload"]
-    sent = runs[(runs["workload"] == workload) & (runs["bytes_per_step"] > 0)]["bytes_per_step"]
+    sent = runs[(runs["workload"] == workload) & (runs["wire_bytes_per_step"] > 0)][
+        "wire_bytes_per_step"
+    ]
     return (workload, float(sent.median())) if len(sent) else None
 
 

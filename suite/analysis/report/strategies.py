@@ -31,8 +31,8 @@ SYNC_KEY = [
 ]
 MEASURES = [
     "samples_per_s",
-    "bytes_per_step",
-    "server_bytes_per_step",
+    "wire_bytes_per_step",
+    "server_wire_bytes_per_step",
     "collectives_per_step",
     "comm_time_s",
     "exposed_comm_s",
@@ -113,18 +113,22 @@ def throughput_by_strategy(group: pd.DataFrame, title: str) -> Figure | None:
 
 @styled
 def bytes_by_strategy(group: pd.DataFrame, title: str) -> Figure | None:
-    """Bytes handed to communication per step: per worker for each strategy, and the server's."""
-    multi = group[(group["workers"] > 1) & (group["bytes_per_step"] > 0)]
+    """Bytes sent per step: per worker for each strategy, and the server's."""
+    multi = group[(group["workers"] > 1) & (group["wire_bytes_per_step"] > 0)]
     if multi.empty:
         return None
     bars: list[tuple[str, pd.DataFrame, str]] = []
     for label in labels_in_order(multi):
         s = multi[multi["sync_label"] == label]
-        bars.append((label, s.assign(value=s["bytes_per_step"]), ""))
-        server = s[s["server_bytes_per_step"] > 0]
+        bars.append((label, s.assign(value=s["wire_bytes_per_step"]), ""))
+        server = s[s["server_wire_bytes_per_step"] > 0]
         if len(server):
             bars.append(
-                (f"{label}: server", server.assign(value=server["server_bytes_per_step"]), "//")
+                (
+                    f"{label}: server",
+                    server.assign(value=server["server_wire_bytes_per_step"]),
+                    "//",
+                )
             )
     workers = sorted(int(w) for w in multi["workers"].unique())
     width = 0.8 / len(workers)
@@ -159,8 +163,8 @@ def bytes_by_strategy(group: pd.DataFrame, title: str) -> Figure | None:
     ax.set_xticks(range(len(bars)), [name for name, _, _ in bars], rotation=20, ha="right")
     ax.grid(axis="x", visible=False)
     handles = [Line2D([], [], color=series_color(j), lw=8) for j in range(len(workers))]
-    ax.legend(handles, [f"{n} workers" for n in workers], title="per step, counted")
-    ax.set_ylabel("bytes handed to communication per step (log scale)")
+    ax.legend(handles, [f"{n} workers" for n in workers], title="per step, sent")
+    ax.set_ylabel("bytes sent per step by one rank (log scale)")
     ax.set_title(title)
     return fig
 
@@ -182,7 +186,7 @@ def bytes_axis(ax, values, axis: str = "y") -> None:
 def frontier(points: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame:
     """The points worth their bytes: more accurate, by more than ``tolerance``, than every
     point that communicates less (a one-seed difference within it is not a difference)."""
-    ordered = points.sort_values(["bytes_per_step", "final_eval_acc"], ascending=[True, False])
+    ordered = points.sort_values(["wire_bytes_per_step", "final_eval_acc"], ascending=[True, False])
     best, keep = -math.inf, []
     for idx, row in ordered.iterrows():
         if row["final_eval_acc"] > best + tolerance:
@@ -194,8 +198,8 @@ def frontier(points: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame
 @styled
 def accuracy_vs_bytes(group: pd.DataFrame, title: str) -> Figure | None:
     """Final accuracy against bytes per step, one panel per worker count, frontier drawn."""
-    have = group.dropna(subset=["final_eval_acc", "bytes_per_step"])
-    have = have[(have["workers"] > 1) & (have["bytes_per_step"] > 0)]
+    have = group.dropna(subset=["final_eval_acc", "wire_bytes_per_step"])
+    have = have[(have["workers"] > 1) & (have["wire_bytes_per_step"] > 0)]
     if have.empty:
         return None
     workers = sorted(int(w) for w in have["workers"].unique())
@@ -206,7 +210,7 @@ def accuracy_vs_bytes(group: pd.DataFrame, title: str) -> Figure | None:
         at = have[have["workers"] == n]
         front = frontier(at)
         ax.plot(
-            front["bytes_per_step"],
+            front["wire_bytes_per_step"],
             100 * front["final_eval_acc"],
             "-",
             color="gray",
@@ -217,7 +221,7 @@ def accuracy_vs_bytes(group: pd.DataFrame, title: str) -> Figure | None:
         for _, row in at.iterrows():
             on = row.name in front.index
             ax.plot(
-                row["bytes_per_step"],
+                row["wire_bytes_per_step"],
                 100 * row["final_eval_acc"],
                 "o",
                 ms=9,
@@ -228,10 +232,12 @@ def accuracy_vs_bytes(group: pd.DataFrame, title: str) -> Figure | None:
                 label=row["sync_label"],
             )
         bytes_axis(
-            ax, [have["bytes_per_step"].min() / 1.6, have["bytes_per_step"].max() * 1.6], "x"
+            ax,
+            [have["wire_bytes_per_step"].min() / 1.6, have["wire_bytes_per_step"].max() * 1.6],
+            "x",
         )
         ax.tick_params(axis="x", labelrotation=25)
-        ax.set_xlabel("bytes per step per worker (log scale)")
+        ax.set_xlabel("bytes sent per step per worker (log scale)")
         ax.set_title(f"{n} workers")
     axes[0].set_ylabel("final test accuracy (%)")
     legend: dict[str, object] = {}
@@ -273,7 +279,7 @@ def findings(group: pd.DataFrame) -> list[str]:
 
 
 def versus_reference(row: pd.Series, ref: pd.Series, n: int) -> str:
-    b, b_ref = row["bytes_per_step"], ref["bytes_per_step"]
+    b, b_ref = row["wire_bytes_per_step"], ref["wire_bytes_per_step"]
     if b < b_ref:
         amount = f"{b_ref / b:.1f}× less than" if b > 0 else "none of"
     elif b > b_ref:
@@ -282,8 +288,8 @@ def versus_reference(row: pd.Series, ref: pd.Series, n: int) -> str:
         amount = "the same as"
     speed = row["samples_per_s"] / ref["samples_per_s"]
     sentence = (
-        f"At {n} workers, `{row['sync_label']}` hands {short_bytes(b)} per step per worker to "
-        f"communication, {amount} all-reduce's {short_bytes(b_ref)}; "
+        f"At {n} workers, `{row['sync_label']}` sends {short_bytes(b)} per step per worker, "
+        f"{amount} all-reduce's {short_bytes(b_ref)}; "
         f"{row['samples_per_s']:,.0f} samples/s ({speed:.2f}× all-reduce)"
     )
     acc, acc_ref = row["final_eval_acc"], ref["final_eval_acc"]
@@ -309,25 +315,26 @@ def server_growth(group: pd.DataFrame) -> list[str]:
     """How the parameter server's traffic grows with workers, against a worker's."""
     out = []
     for label in labels_in_order(group):
-        s = group[(group["sync_label"] == label) & (group["server_bytes_per_step"] > 0)]
+        s = group[(group["sync_label"] == label) & (group["server_wire_bytes_per_step"] > 0)]
         if s["workers"].nunique() < 2:
             continue
         s = s.sort_values("workers")
         first, last = s.iloc[0], s.iloc[-1]
         n0, n1 = int(first["workers"]), int(last["workers"])
+        s0, s1 = first["server_wire_bytes_per_step"], last["server_wire_bytes_per_step"]
         out.append(
-            f"`{label}`: the server handles {short_bytes(first['server_bytes_per_step'])} per "
-            f"step at {n0} workers and {short_bytes(last['server_bytes_per_step'])} at {n1} "
-            f"({last['server_bytes_per_step'] / first['server_bytes_per_step']:.1f}×), while a "
-            f"worker handles {short_bytes(first['bytes_per_step'])} at {n0} and "
-            f"{short_bytes(last['bytes_per_step'])} at {n1}."
+            f"`{label}`: the server sends {short_bytes(s0)} per "
+            f"step at {n0} workers and {short_bytes(s1)} at {n1} "
+            f"({s1 / s0:.1f}×), while a "
+            f"worker sends {short_bytes(first['wire_bytes_per_step'])} at {n0} and "
+            f"{short_bytes(last['wire_bytes_per_step'])} at {n1}."
         )
     return out
 
 
 def frontier_finding(multi: pd.DataFrame) -> list[str]:
-    have = multi.dropna(subset=["final_eval_acc", "bytes_per_step"])
-    have = have[have["bytes_per_step"] > 0]
+    have = multi.dropna(subset=["final_eval_acc", "wire_bytes_per_step"])
+    have = have[have["wire_bytes_per_step"] > 0]
     if have["sync_label"].nunique() < 2:
         return []
     n = int(have["workers"].max())
@@ -336,7 +343,7 @@ def frontier_finding(multi: pd.DataFrame) -> list[str]:
         return []
     front = frontier(at)
     on = ", ".join(
-        f"`{r['sync_label']}` ({short_bytes(r['bytes_per_step'])}, {pct(r['final_eval_acc'])})"
+        f"`{r['sync_label']}` ({short_bytes(r['wire_bytes_per_step'])}, {pct(r['final_eval_acc'])})"
         for _, r in front.iterrows()
     )
     sentence = (
@@ -353,8 +360,8 @@ def frontier_finding(multi: pd.DataFrame) -> list[str]:
 
 def table_for_report(table: pd.DataFrame) -> pd.DataFrame:
     shown = table.assign(
-        bytes_per_step_KiB=table["bytes_per_step"] / 1024,
-        server_bytes_per_step_KiB=table["server_bytes_per_step"] / 1024,
+        bytes_per_step_KiB=table["wire_bytes_per_step"] / 1024,
+        server_wire_bytes_per_step_KiB=table["server_wire_bytes_per_step"] / 1024,
         comm_ms=1e3 * table["comm_time_s"],
         exposed_comm_ms=1e3 * table["exposed_comm_s"],
         final_acc_pct=100 * table["final_eval_acc"],
@@ -366,7 +373,7 @@ def table_for_report(table: pd.DataFrame) -> pd.DataFrame:
         "runs",
         "samples_per_s",
         "bytes_per_step_KiB",
-        "server_bytes_per_step_KiB",
+        "server_wire_bytes_per_step_KiB",
         "collectives_per_step",
         "comm_ms",
         "exposed_comm_ms",

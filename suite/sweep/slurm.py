@@ -1,0 +1,225 @@
+"""The SLURM commands a sweep needs: test a submission, read job states, cancel jobs.
+
+Job states come from ``squeue --states=all`` first: the controller keeps a finished job there
+for ``MinJobAge`` (5 minutes by default), accounting or not. ``sacct`` is asked only about jobs
+squeue no longer lists. A job neither knows has ended (its state unknown; a pending array
+element that is cancelled vanishes from both at once), so a missing or broken accounting never
+leaves a sweep waiting.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from suite.errors import UserError
+
+COMMAND_TIMEOUT_S = 30
+# A job in one of these states may still run (or is still ending) on its node.
+LIVE_STATES = frozenset(
+    {
+        "PENDING",
+        "CONFIGURING",
+        "RUNNING",
+        "COMPLETING",
+        "SUSPENDED",
+        "REQUEUED",
+        "REQUEUE_FED",
+        "REQUEUE_HOLD",
+        "RESIZING",
+        "SIGNALING",
+        "STAGE_OUT",
+        "STOPPED",
+        "RESV_DEL_HOLD",
+    }
+)
+# Pending reasons that no amount of waiting changes: the request exceeds what the partition's
+# nodes have, or what the partition, account or QOS allow.
+NEVER_REASONS = frozenset(
+    {
+        "PartitionConfig",
+        "PartitionNodeLimit",
+        "PartitionTimeLimit",
+        "BadConstraints",
+        "InvalidAccount",
+        "InvalidQOS",
+        "QOSMaxNodePerJobLimit",
+        "QOSMaxCpuPerJobLimit",
+        "QOSMaxWallDurationPerJobLimit",
+        "AssocMaxNodesPerJobLimit",
+        "AssocMaxCpuPerJobLimit",
+        "AssocMaxWallDurationPerJobLimit",
+    }
+)
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What SLURM says of one job (``12`` or array element ``12_3``)."""
+
+    state: str  # PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, ...; UNKNOWN when forgotten
+    reason: str = ""  # squeue's reason (pending jobs) or sacct's exit code
+    node: str = ""
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+    @property
+    def never_runs(self) -> bool:
+        return self.state == "PENDING" and self.reason in NEVER_REASONS
+
+
+GONE = JobState("UNKNOWN")
+
+
+class SlurmUnreachable(RuntimeError):
+    """A SLURM command failed for a reason other than the jobs asked about (controller down)."""
+
+
+CLIENTS = ("sbatch", "srun", "squeue", "scancel")
+
+
+def available() -> bool:
+    """This machine has SLURM's commands (it is a login node of a cluster)."""
+    return all(shutil.which(command) for command in CLIENTS)
+
+
+def require() -> None:
+    """UserError unless this machine can submit to SLURM."""
+    missing = [command for command in CLIENTS if shutil.which(command) is None]
+    if missing:
+        raise UserError(
+            f"hydra/launcher=slurm needs SLURM's {', '.join(CLIENTS)} on this machine (a login "
+            f"node of the cluster); not found on PATH: {', '.join(missing)}"
+        )
+
+
+def _run(args: list[str]) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(
+            args, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SlurmUnreachable(f"{args[0]}: {exc}") from None
+
+
+def error_line(text: str) -> str:
+    """The most telling line of a SLURM command's stderr: its last ``error:`` line, else its
+    first line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if "error:" in line]
+    line = errors[-1] if errors else (lines or ["no message"])[0]
+    return re.sub(r"^(sbatch|squeue|sacct|scancel|srun): (error: )?", "", line)
+
+
+def test_submission(script: str) -> None:
+    """``sbatch --test-only`` on a batch script: UserError with SLURM's reason if refused."""
+    with tempfile.NamedTemporaryFile("w", suffix=".sh", prefix="dpsuite-test-") as fh:
+        fh.write(script)
+        fh.flush()
+        try:
+            done = _run(["sbatch", "--test-only", fh.name])
+        except SlurmUnreachable as exc:
+            raise UserError(f"cannot reach SLURM to check the jobs: {exc}") from None
+    if done.returncode != 0:
+        raise UserError(f"SLURM refuses the sweep's jobs: {error_line(done.stderr)}")
+
+
+def array_ids(job_ids: Iterable[str]) -> list[str]:
+    """The distinct job (or array) ids of ``12_0, 12_1, 13`` -> ``12, 13``."""
+    return sorted({j.split("_")[0] for j in job_ids}, key=int)
+
+
+def states(job_ids: Iterable[str]) -> dict[str, JobState]:
+    """The state of every job asked about; GONE for those SLURM no longer knows.
+
+    Raises SlurmUnreachable when squeue cannot answer (the caller tries again later).
+    """
+    wanted = set(job_ids)
+    if not wanted:
+        return {}
+    found = _squeue(array_ids(wanted))
+    missing = wanted - found.keys()
+    if missing:
+        found.update(_sacct(array_ids(missing)))
+    return {j: found.get(j, GONE) for j in wanted}
+
+
+def _squeue(ids: list[str]) -> dict[str, JobState]:
+    jobs = f"--jobs={','.join(ids)}"
+    done = _run(["squeue", "--noheader", "--array", "--states=all", "--format=%i|%T|%r|%N", jobs])
+    if done.returncode != 0:
+        if "Invalid job id" in done.stderr:  # every id asked about is forgotten
+            return {}
+        raise SlurmUnreachable(f"squeue: {error_line(done.stderr)}")
+    found = {}
+    for line in done.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 4:
+            found[parts[0]] = JobState(parts[1], parts[2], parts[3])
+    return found
+
+
+def _sacct(ids: list[str]) -> dict[str, JobState]:
+    """Final states from accounting; nothing when there is no accounting."""
+    jobs = f"--jobs={','.join(ids)}"
+    try:
+        fields = "--format=JobID,State,ExitCode,NodeList"
+        done = _run(["sacct", "--noheader", "--parsable2", "--allocations", fields, jobs])
+    except SlurmUnreachable:
+        return {}
+    if done.returncode != 0:
+        return {}
+    found = {}
+    for line in done.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 4:
+            continue
+        state = parts[1].split()[0]  # "CANCELLED by 0" -> CANCELLED
+        for job_id in expand_job_id(parts[0]):
+            found[job_id] = JobState(state, f"exit {parts[2]}", parts[3])
+    return found
+
+
+def expand_job_id(text: str) -> list[str]:
+    """sacct's ``12_[0-2,5]`` -> 12_0, 12_1, 12_2, 12_5 (a plain id is itself)."""
+    match = re.fullmatch(r"(\d+)_\[([0-9,\-]+)(%\d+)?\]", text)
+    if not match:
+        return [text]
+    ids = []
+    for part in match.group(2).split(","):
+        first, _, last = part.partition("-")
+        ids += [f"{match.group(1)}_{i}" for i in range(int(first), int(last or first) + 1)]
+    return ids
+
+
+def cancel(job_ids: Iterable[str]) -> None:
+    """Ask SLURM to cancel these jobs (best effort: a job that already ended is no error).
+
+    scancel runs in a session of its own with SIGINT and SIGTERM held back here until it is
+    done: another Ctrl-C (the terminal sends it to the whole process group) cannot stop it
+    half-way. The signals arrive right after.
+    """
+    ids = sorted(set(job_ids))
+    if not ids:
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        subprocess.run(
+            ["scancel", *ids],
+            capture_output=True,
+            timeout=COMMAND_TIMEOUT_S,
+            check=False,
+            start_new_session=True,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SlurmUnreachable(f"scancel: {exc}") from None
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
