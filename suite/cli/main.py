@@ -18,14 +18,18 @@ commands:
   report RESULTS_DIR [--out DIR]
                             plots, findings and tables of a results tree (HTML + Markdown + PNG
                             + CSV); default output: reports/<name of RESULTS_DIR>
-  compare DIR [DIR...] [--out DIR]
-                            several results trees side by side, grouped by machine
+  compare A B [DIR...] [--out DIR] [--fail-below RATIO]
+                            results trees side by side, grouped by machine: throughput B / A
+                            per configuration with its interval; exit 1 below RATIO
   comm-bench [OPTIONS]      all-reduce microbenchmark (size, time, algbw, busbw, correctness)
                             e.g. dpsuite comm-bench --workers 2 --sizes 1K:64M --dtype fp32
   sweep NAME [OVERRIDES...] a sweep preset from suite/conf/sweep/NAME.yaml (scaling, convergence,
                             demo, ...); rerunning it resumes: complete runs are skipped
   demo                      a small scaling + convergence sweep on this machine, then its report
-  predict [RESULTS_DIR]     fit the scaling model and predict up to thousands of workers
+  predict [RESULTS_DIR] [--profile NAME]
+                            the scaling model: fitted to a results tree and validated, or a
+                            workload planned on a hardware profile (dgx-h100, dgx1-v100, ...);
+                            predictions up to thousands of workers across nodes
   --help                    this text; `dpsuite run --help` shows the config and its groups
 """
 MULTIRUN_FLAGS = ("-m", "--multirun")
@@ -82,59 +86,73 @@ def _sweep(args: list[str]) -> int:
 def _predict(args: list[str]) -> int:
     from pathlib import Path
 
-    import pandas as pd
-
     from suite import results
-    from suite.analysis import scaling_model as predict
+    from suite.analysis.scaling import fit, model, output, plan, profiles, published
 
     parser = ArgParser(
         prog="dpsuite predict",
-        description="Fit the scaling model to measured results (or take a hardware profile by "
-        "hand) and predict step time, throughput and efficiency up to --max-workers.",
+        description="The scaling model: fitted to a results tree (its workers=1 runs and "
+        "comm-bench) and validated against its multi-worker runs, or a workload planned on a "
+        "hardware profile. Predicts step time, throughput and efficiency up to --max-workers.",
     )
     parser.add_argument("results_dir", nargs="?", help="results tree with runs and comm-bench")
     parser.add_argument("--batch", type=int, default=32, help="per-worker batch to predict at")
     parser.add_argument("--max-workers", type=int, default=4096)
     parser.add_argument("--out", help="write predictions.csv, validation.csv, models.csv here")
-    hand = parser.add_argument_group("hardware profile by hand (instead of results_dir)")
+    parser.add_argument(
+        "--profile",
+        help=f"hardware profile: {', '.join(profiles.profile_names())}, or a YAML file. With "
+        "RESULTS_DIR alone it supplies what was not measured (GPUs per node, the network)",
+    )
+    parser.add_argument(
+        "--published",
+        action="store_true",
+        help="the model against published multi-GPU scaling (Horovod, Goyal et al.)",
+    )
+    hand = parser.add_argument_group("planning a workload on --profile's hardware")
+    hand.add_argument("--workload", help="its parameter and FLOP counts from RESULTS_DIR's runs")
     hand.add_argument("--params", type=float, help="model parameters")
-    hand.add_argument("--flops-per-sample", type=float, help="default: 6 x params")
-    hand.add_argument("--tflops", type=float, help="accelerator peak TFLOP/s")
-    hand.add_argument("--mfu", type=float, default=0.4, help="fraction of peak achieved")
-    hand.add_argument("--link-gbps", type=float, help="per-rank link bandwidth, Gbit/s")
-    hand.add_argument("--latency-us", type=float, default=5.0, help="per-hop latency, us")
+    hand.add_argument("--flops-per-sample", type=float, help="forward + backward FLOPs")
+    hand.add_argument("--samples-per-s", type=float, help="measured single-GPU throughput")
+    hand.add_argument("--precision", help="peak TFLOP/s of the profile at this precision")
+    hand.add_argument("--tflops", type=float, help="peak TFLOP/s per GPU (overrides the profile)")
+    hand.add_argument("--mfu", type=float, default=0.4, help="fraction of peak achieved (0.4)")
+    hand.add_argument("--bucket-mb", type=float, default=model.DEFAULT_BUCKET_MB)
     a = parser.parse_args(args)
     if a.batch < 1 or a.max_workers < 1:
         raise UserError("--batch and --max-workers must be >= 1")
-    workers = [w for w in predict.DEFAULT_WORKERS if w <= a.max_workers]
-    if a.results_dir is None:
-        if None in (a.params, a.tflops, a.link_gbps):
-            raise UserError("give a results directory, or --params, --tflops and --link-gbps")
-        if min(a.params, a.tflops, a.link_gbps, a.mfu) <= 0 or a.latency_us < 0:
-            raise UserError("profile values must be positive")
-        model = predict.from_profile(
-            a.params, a.flops_per_sample, a.tflops, a.mfu, a.link_gbps, a.latency_us
-        )
-        fit = predict.Fit("profile", "by hand", model, validation=pd.DataFrame())
-        print(predict.format_fit(fit, a.batch, workers))
-        if a.out:
-            predict.write_fits([fit], a.out, a.batch, workers)
+    if a.published:
+        print(output.format_published(published.published_table()))
         return 0
-    if not Path(a.results_dir).is_dir():
+    workers = [w for w in model.DEFAULT_WORKERS if w <= a.max_workers]
+    if a.results_dir is not None and not Path(a.results_dir).is_dir():
         raise UserError(f"results directory not found: {a.results_dir}")
-    runs, bench = results.load(a.results_dir), results.load_comm_bench(a.results_dir)
-    fits, skipped = predict.fit_all(runs, bench)
-    for reason in skipped:
-        print(f"skipped {reason}", file=sys.stderr)
-    if not fits:
-        raise UserError(
-            f"nothing to fit in {a.results_dir}: need workers=1 runs and comm-bench results "
-            "of the same machine"
-        )
-    for fit in fits:
-        print(predict.format_fit(fit, a.batch, workers))
+    profile = profiles.load_profile(a.profile) if a.profile else None
+    if a.workload or a.params is not None:
+        if profile is None:
+            raise UserError("--workload and --params plan on a hardware profile: give --profile")
+        if a.workload and a.results_dir is None:
+            raise UserError(f"--workload {a.workload}: give the RESULTS_DIR whose runs counted it")
+        runs = results.load(a.results_dir) if a.workload else None
+        planned = plan.resolve_workload(runs, a.workload, a.params, a.flops_per_sample)
+        options = {k: getattr(a, k) for k in ("precision", "tflops", "mfu", "bucket_mb")}
+        fits = [plan.plan_fit(profile, planned, samples_per_s=a.samples_per_s, **options)]
+    elif a.results_dir is None:
+        raise UserError("give a results directory, or --profile with --workload or --params")
+    else:
+        runs, bench = results.load(a.results_dir), results.load_comm_bench(a.results_dir)
+        fits, skipped = fit.fit_all(runs, bench, profile.topology if profile else None)
+        if not fits:
+            raise UserError(
+                f"nothing to fit in {a.results_dir}: need workers=1 runs and comm-bench results "
+                f"of the same machine ({'; '.join(skipped)})"
+            )
+        for reason in skipped:
+            print(f"dpsuite: warning: skipped {reason}", file=sys.stderr)
+    for one in fits:
+        print(output.format_fit(one, a.batch, workers))
     if a.out:
-        predict.write_fits(fits, a.out, a.batch, workers)
+        output.write_fits(fits, a.out, a.batch, workers)
         print(f"wrote {a.out}/predictions.csv, validation.csv, models.csv")
     return 0
 
@@ -211,14 +229,41 @@ def _report(args: list[str]) -> int:
 
 
 def _compare(args: list[str]) -> int:
-    parser = ArgParser(prog="dpsuite compare", description="Results trees side by side.")
+    parser = ArgParser(
+        prog="dpsuite compare",
+        description="Results trees side by side, grouped by machine. The first directory's "
+        "machine is the baseline A; throughput on every other machine B is compared as B / A.",
+    )
     parser.add_argument("dirs", nargs="+", metavar="DIR", help="results directories")
     parser.add_argument("--out", help="output directory (default: reports/compare-A-vs-B)")
+    parser.add_argument(
+        "--fail-below",
+        type=float,
+        metavar="RATIO",
+        help="exit 1 when a configuration's B / A throughput is below RATIO (e.g. 0.95), its "
+        "whole 95 %% interval when repeats give one",
+    )
     ns = parser.parse_args(args)
-    from suite.analysis.report.compare import build_compare
+    if ns.fail_below is not None and not ns.fail_below > 0:
+        raise UserError(f"--fail-below must be a ratio > 0, got {ns.fail_below}")
+    from suite.analysis.report import compare
 
-    _print_written(build_compare(ns.dirs, ns.out))
-    return 0
+    compared = compare.build_compare(ns.dirs, ns.out, ns.fail_below)
+    if len(compared.ratios):
+        print(f"throughput B / A per configuration ({compare.pair_names(compared.ratios)}):")
+        print(compare.ratio_lines(compared.ratios))
+        print()
+    _print_written(compared)
+    if ns.fail_below is None:
+        return 0
+    if compared.ratios.empty:
+        raise UserError(
+            "--fail-below: no configuration was run with real workers on two machines, so "
+            "nothing can be compared"
+        )
+    for line in compare.regression_lines(compared.regressed, compared.ratios):
+        print(f"dpsuite: regression: {line}", file=sys.stderr)
+    return 1 if len(compared.regressed) else 0
 
 
 COMMANDS = {
