@@ -118,13 +118,15 @@ def write_run(
     }
     if sync is not None:
         summary.update(sync=sync, sync_label=sync_label or sync)
-    run_id = results.make_run_id(summary, {**summary, "tag": tag, "host": host})
+    # The config a run would record, and its run id computed from it as a run computes it.
+    config = {**summary, "host": host, "hardware": {"tag": tag}}
+    run_id = results.make_run_id(summary, results.run_identity(config, workers, batch))
     writer = results.RunWriter(root / run_id)
     writer.start(
         {
             "run_id": run_id,
             **summary,
-            "config": {"workers": workers},
+            "config": config,
             "hardware": hardware(tag, host, oversubscribed=oversubscribed),
             "steps_per_epoch": STEPS_PER_EPOCH,
         }
@@ -167,8 +169,8 @@ def write_run(
         {
             "step": s,
             "step_time_s": 0.01,
-            "compute_s": "",
             "comm_s": "",
+            "comm_wait_s": "",
             "lr": lr_at(lr_rule, batch, s, total),
         }
         for s in range(5, total)

@@ -52,6 +52,27 @@ def test_linear_warmup_ramps_per_iteration_from_base_lr():
     assert deltas == {round(0.7 / 200, 12)}
 
 
+def test_warmup_only_goes_up():
+    """Below the base batch the peak is under base_lr: no warmup down to it (it used to ramp
+    0.1 -> 0.025 for cifar_resnet at batch 32, base batch 128)."""
+    p = plan("linear_warmup", 8, warmup_epochs=1)  # peak 0.025
+    assert p.warmup_steps == 0 and p.lr_at(0) == pytest.approx(0.025)
+
+
+@pytest.mark.parametrize("rule", ["naive", "linear", "linear_warmup", "sqrt"])
+def test_at_the_base_batch_every_rule_is_the_small_batch_recipe(rule):
+    recipe = plan("naive", 32, schedule="cosine")
+    p = plan(rule, 32, warmup_epochs=1, schedule="cosine")
+    assert [p.lr_at(s) for s in range(0, 1000, 50)] == [recipe.lr_at(s) for s in range(0, 1000, 50)]
+
+
+@pytest.mark.parametrize("exponent,rule", [(0.0, "naive"), (0.5, "sqrt"), (1.0, "linear_warmup")])
+def test_the_power_rule_spans_the_rules(exponent, rule):
+    assert peak_lr("power", 0.1, 32, 512, exponent) == pytest.approx(peak_lr(rule, 0.1, 32, 512))
+    p = plan("power", 512, warmup_epochs=1, exponent=exponent)
+    assert p.warmup_steps == (100 if exponent > 0 else 0)
+
+
 def test_other_rules_have_no_warmup():
     for rule in ("naive", "linear", "sqrt"):
         assert plan(rule, 256, warmup_epochs=2).warmup_steps == 0

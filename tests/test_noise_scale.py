@@ -15,8 +15,8 @@ from suite.engine.replicas import (
     simulated_step,
 )
 from suite.measure.noise_scale import (
-    NoiseScaleEMA,
     NoiseScaleMeter,
+    PooledEstimate,
     piece_batches,
     unbiased_estimates,
 )
@@ -47,15 +47,15 @@ def test_estimate_within_ten_percent_of_truth(workers, b_small):
     delta = torch.randn(20, generator=gen, dtype=torch.float64) * 0.5
     sigma = 1.5
     true_g2, true_trace = linreg_truth(delta, sigma)
-    ema = NoiseScaleEMA(beta=0.999)
+    pooled = PooledEstimate()
     for _ in range(3000):
         local = [batch_grad(delta, sigma, b_small, gen) for _ in range(workers)]
         g_small_sq = sum(float(g @ g) for g in local) / workers  # mean of local norms
         big = torch.stack(local).mean(0)  # the all-reduced gradient
-        ema.update(g_small_sq, float(big @ big), b_small, workers * b_small)
-    assert ema.grad_sq == pytest.approx(true_g2, rel=0.10)
-    assert ema.trace == pytest.approx(true_trace, rel=0.10)
-    assert ema.b_simple == pytest.approx(true_trace / true_g2, rel=0.10)
+        pooled.add(*unbiased_estimates(g_small_sq, float(big @ big), b_small, workers * b_small))
+    assert pooled.grad_sq == pytest.approx(true_g2, rel=0.10)
+    assert pooled.mean_trace == pytest.approx(true_trace, rel=0.10)
+    assert pooled.b_simple == pytest.approx(true_trace / true_g2, rel=0.10)
 
 
 def test_single_pair_is_exact_on_noise_free_inputs():
@@ -65,13 +65,18 @@ def test_single_pair_is_exact_on_noise_free_inputs():
     assert est == pytest.approx((g2, tr))
 
 
-def test_bias_correction_and_guards():
-    ema = NoiseScaleEMA(beta=0.9)
-    assert ema.b_simple is None and ema.grad_sq is None
-    ema.update(3.0 + 120 / 8, 3.0 + 120 / 32, 8, 32)
-    assert ema.grad_sq == pytest.approx(3.0) and ema.b_simple == pytest.approx(40.0)
-    ema.update(float("nan"), 1.0, 8, 32)
-    assert ema.count == 1
+def test_windows_pool_steps_and_skip_non_finite_pairs():
+    meter = NoiseScaleMeter("halves", 1, 4, 8, 32, torch.device("cpu"))
+    assert meter.summary() is None and meter.latest.b_simple is None
+    exact = [torch.tensor(3.0 + 120 / 8)], [torch.tensor(3.0 + 120 / 32).sqrt()]
+    for step in range(10):  # windows of 4 steps close after steps 3 and 7
+        meter.add_pieces(step, *exact)
+    meter.add_pieces(10, [torch.tensor(float("nan"))], [torch.tensor(1.0)])
+    meter.sync()
+    summary = meter.summary()
+    assert summary["windows"] == 2 and summary["estimates"] == 10  # the NaN pair is left out
+    assert summary["final"] == pytest.approx(40.0) and summary["pooled"] == pytest.approx(40.0)
+    assert summary["grad_sq"] == pytest.approx(3.0) and summary["mean"] == pytest.approx(40.0)
     with pytest.raises(ValueError):
         unbiased_estimates(1.0, 1.0, 32, 32)
 
@@ -144,14 +149,14 @@ def test_meter_on_linear_regression_lands_within_ten_percent(batch):
     model = linear_model(w_star + delta)  # held fixed: the truth does not move
     true_g2, true_trace = linreg_truth(delta, sigma)
     b_small, b_big = piece_batches("halves", batch, batch)
-    meter = NoiseScaleMeter("halves", 1, 0.999, b_small, b_big, torch.device("cpu"))
+    meter = NoiseScaleMeter("halves", 1, 3000, b_small, b_big, torch.device("cpu"))
     everything = torch.arange(batch)
-    for _ in range(3000):
+    for step in range(3000):
         x = torch.randn(batch, d, generator=gen, dtype=torch.float64)
         y = x @ w_star + sigma * torch.randn(batch, generator=gen, dtype=torch.float64)
         grad_of(model, x, y, everything)
         norms = half_batch_norms(model, loss_of(x, y), everything, FP64)
-        meter.add_pieces(norms, [model.weight.grad])
+        meter.add_pieces(step, norms, [model.weight.grad])
     meter.sync()
     summary = meter.summary()
     assert summary["grad_sq"] == pytest.approx(true_g2, rel=0.10)

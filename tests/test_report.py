@@ -521,7 +521,7 @@ def test_bad_dirs_one_line(dpsuite, capsys, tmp_path, case, command):
 def test_bad_arguments_one_line(dpsuite, capsys):
     assert dpsuite("report") == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and err.startswith("dpsuite: error: dpsuite report:")
+    assert err.count("\n") == 0 and err.startswith("dpsuite: error: report: ")
     assert dpsuite("compare", "--frobnicate") == 2
     assert capsys.readouterr().err.strip().count("\n") == 0
 

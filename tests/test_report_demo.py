@@ -35,7 +35,7 @@ def test_demo_scaling_repeats_a_model_that_scales_and_one_that_does_not():
 
 
 def test_demo_convergence_is_the_convergence_recipe_on_full_data():
-    full = plan("convergence")[0]
+    full = plan("convergence_budget")[0]
     conv, base = plan("demo_convergence"), plan("demo_baseline")
     grid = {(s.cfg.lr_rule.name, s.global_batch) for s in conv}
     rules = ("naive", "linear", "linear_warmup", "sqrt")

@@ -44,9 +44,74 @@ def test_load_flattens_and_skips_corrupt(tmp_path):
     with pytest.warns(UserWarning, match="c/run.json"):
         frame = results.load(tmp_path)
     assert sorted(frame["run_id"]) == ["a", "b"]
-    assert {"samples_per_s", "final_eval_acc", "hardware.tag"} <= set(frame.columns)
-    assert "config" not in frame.columns
+    assert {"samples_per_s", "final_eval_acc", "hardware.tag", "config.a"} <= set(frame.columns)
+    assert "config" not in frame.columns and set(frame["config.a"]) == {1}
     assert isinstance(frame, pd.DataFrame)
+
+
+def test_one_column_per_quantity(tmp_path):
+    """A metric that is a mapping always gives its sub-columns (empty when not measured), never
+    also a column of its own; lists (a histogram) stay in run.json, not in column names."""
+    histogram = {"wire_bytes_histogram": [[315_432, 40], [1_000, 2]]}
+    measured = {"samples_per_s": 1.0, "grad_noise_scale": {"final": 9.0}, **histogram}
+    results.write_json_atomic(tmp_path / "a" / "run.json", record("a", metrics=measured))
+    none = {"samples_per_s": 1.0, "grad_noise_scale": None}
+    results.write_json_atomic(tmp_path / "b" / "run.json", record("b", metrics=none))
+    frame = results.load(tmp_path).set_index("run_id")
+    assert "grad_noise_scale" not in frame.columns
+    assert frame.loc["a", "grad_noise_scale.final"] == 9.0
+    assert pd.isna(frame.loc["b", "grad_noise_scale.final"])
+    assert not [c for c in frame.columns if "histogram" in c or "315432" in c]
+
+
+def consistent_record(run_id_seed: int = 0) -> dict:
+    """A record of this schema version whose config hashes to its run id, as a run writes it."""
+    config = {"workers": 2, "seed": run_id_seed, "workload": {"name": "mnist1d_mlp"}}
+    summary = {
+        "workload": "mnist1d_mlp",
+        "mode": "ddp",
+        "workers": 2,
+        "global_batch": 64,
+        "lr_rule": "naive",
+        "seed": run_id_seed,
+    }
+    run_id = results.make_run_id(summary, results.run_identity(config, 2, 64))
+    return {
+        "schema_version": results.SCHEMA_VERSION,
+        "run_id": run_id,
+        "status": "complete",
+        **summary,
+        "config": config,
+        "metrics": {"samples_per_s": 1.0},
+    }
+
+
+def test_copied_duplicated_and_edited_runs_are_left_out(tmp_path):
+    good = consistent_record(0)
+    results.write_json_atomic(tmp_path / good["run_id"] / "run.json", good)
+    results.write_json_atomic(tmp_path / "copy-of-it" / "run.json", good)  # another name
+    results.write_json_atomic(tmp_path / "sub" / good["run_id"] / "run.json", good)  # twice
+    edited = consistent_record(1)
+    edited["config"]["seed"] = 7  # hand-edited: no longer the config its id was made from
+    results.write_json_atomic(tmp_path / edited["run_id"] / "run.json", edited)
+    with pytest.warns(UserWarning) as caught:
+        frame = results.load(tmp_path)
+    assert list(frame["run_id"]) == [good["run_id"]]
+    messages = " ".join(str(w.message) for w in caught)
+    assert "copy-of-it/run.json: its run_id" in messages
+    assert "was already read from another directory" in messages
+    assert "does not hash to its run id" in messages
+
+
+def test_epochs_and_steps_of_every_run_below_a_directory(tmp_path):
+    for name in ("r1", "r2"):
+        w = results.RunWriter(tmp_path / "sweep" / name)
+        w.start({"run_id": name})
+        w.append_epoch({"epoch": 1, "step": 10, "eval_acc": 0.5})
+        w.write_steps([{"step": 3, "step_time_s": 0.1}])
+    epochs = results.load_epochs(tmp_path)
+    assert sorted(epochs["run_id"]) == ["r1", "r2"] and list(epochs["step"]) == [10, 10]
+    assert list(results.load_steps(tmp_path / "sweep" / "r1")["run_id"]) == ["r1"]
 
 
 def test_nested_metrics_flatten_with_a_dotted_name(tmp_path):
@@ -61,7 +126,7 @@ def test_epochs_written_before_noise_scale_columns_still_load(tmp_path):
     old_header = "epoch,step,samples_seen,lr,train_loss,eval_loss,eval_acc,wall_s\n"
     (tmp_path / "epochs.csv").write_text(old_header + "1,10,320,0.1,0.5,0.6,0.8,1.0\n")
     epochs = results.load_epochs(tmp_path)
-    assert list(epochs.columns) == results.EPOCH_COLUMNS
+    assert list(epochs.columns) == [*results.EPOCH_COLUMNS, "run_id"]
     assert epochs["eval_acc"].tolist() == [0.8] and epochs["grad_noise_scale"].isna().all()
 
 

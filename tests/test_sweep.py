@@ -40,7 +40,7 @@ def test_presets_expand_to_their_grids(monkeypatch, tmp_path):
         (w, n, b, r) for w in workloads for n in (1, 2, 4, 8) for b in (32, 128) for r in (0, 1, 2)
     }
     assert {(s.cfg.mode, s.cfg.train.max_steps) for s in scaling} == {("ddp", 200)}
-    conv = plan(["+sweep=convergence"], multirun=True).specs
+    conv = plan(["+sweep=convergence_budget"], multirun=True).specs
     assert len(conv) == 7 * 4 * 3
     assert sorted({s.global_batch for s in conv}) == [32 * 2**k for k in range(7)]
     assert {s.cfg.lr_rule.name for s in conv} == {"naive", "linear", "linear_warmup", "sqrt"}
@@ -52,21 +52,50 @@ def test_presets_expand_to_their_grids(monkeypatch, tmp_path):
         "cosine",
     )
     assert (r["base_lr"], r["base_batch"], conv[0].cfg.workload.num_samples) == (0.1, 32, 50000)
-    warm = {x.summary()["warmup_epochs"] for x in conv if x.cfg.lr_rule.name == "linear_warmup"}
-    assert warm == {1.0}
-    assert {x.cfg.results_dir for x in conv} == {"results/convergence"}
+    warm = {
+        x.global_batch: x.summary()["warmup_epochs"]
+        for x in conv
+        if x.cfg.lr_rule.name == "linear_warmup"
+    }
+    assert warm == {b: 0.0 if b == 32 else 1.0 for b in warm}  # at the base batch: no rise
+    assert {x.cfg.results_dir for x in conv} == {"results/convergence_budget"}
+
+
+def test_the_convergence_preset_runs_a_fixed_budget_and_a_steps_to_target_study(
+    monkeypatch, tmp_path
+):
+    from suite.sweep.runner import planned
+
+    monkeypatch.chdir(tmp_path)
+    parts = {s.label: s for s in planned("convergence", [], writing=False)}
+    assert {k: len(s.specs) for k, s in parts.items()} == {
+        "convergence_budget": 7 * 4 * 3,
+        "convergence_target_baseline": 3,  # batch 32: every rule is the recipe, one stands for all
+        "convergence_target": 6 * 4 * 3,
+        "convergence_oracle": 6 * 5 * 3,
+    }
+    target = [
+        *parts["convergence_target"].specs.values(),
+        *parts["convergence_oracle"].specs.values(),
+    ]
+    assert {(s.cfg.train.stop_at_target, s.target_acc, s.cfg.train.epochs) for s in target} == {
+        (True, 0.75, 16)
+    }
+    exponents = {s.lr_exponent for s in parts["convergence_oracle"].specs.values()}
+    assert exponents == {0.2, 0.4, 0.6, 0.8, 1.2}
+    assert not (tmp_path / "results").exists(), "planning alone creates nothing"
 
 
 def test_command_line_replaces_a_preset_axis(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
-    specs = plan(["+sweep=convergence", "seed=0", "workers=1,64"], multirun=True).specs
+    specs = plan(["+sweep=convergence_budget", "seed=0", "workers=1,64"], multirun=True).specs
     assert len(specs) == 2 * 4
     assert {s.cfg.seed for s in specs} == {0} and {s.global_batch for s in specs} == {32, 2048}
 
 
 def test_preset_run_ids_equal_the_same_plain_run(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
-    preset = {s.run_id for s in plan(["+sweep=convergence", "seed=0"], multirun=True).specs}
+    preset = {s.run_id for s in plan(["+sweep=convergence_budget", "seed=0"], multirun=True).specs}
     plain = plan(
         [
             "mode=simulated",

@@ -30,9 +30,14 @@ commands:
                             the scaling model: fitted to a results tree and validated, or a
                             workload planned on a hardware profile (dgx-h100, dgx1-v100, ...);
                             predictions up to thousands of workers across nodes
-  --help                    this text; `dpsuite run --help` shows the config and its groups
+  --version                 dpsuite's version (and torch's, python's)
+  --help                    this text; `dpsuite COMMAND --help` for each command:
+                            `dpsuite run --help` lists every config key with its meaning,
+                            `dpsuite sweep NAME --help` a preset's axes, `--dry-run` its runs
 """
 MULTIRUN_FLAGS = ("-m", "--multirun")
+HELP_FLAGS = {"-h", "--help"}
+DRY_RUN = "--dry-run"
 EXIT_BAD_INPUT = 2
 
 
@@ -47,6 +52,17 @@ def _run(args: list[str]) -> int:
     from suite.sweep import runner as sweep
 
     multirun = any(a in MULTIRUN_FLAGS for a in args)
+    overrides = [a for a in args if not a.startswith("-")]
+    if HELP_FLAGS & set(args):
+        from suite.cli.help import run_help
+
+        print(run_help(overrides))
+        return 0
+    if DRY_RUN in args:
+        from suite.cli.help import dry_run
+
+        print(dry_run(None, overrides))
+        return 0
     if any(a.startswith("-") and a not in MULTIRUN_FLAGS for a in args):
         # Hydra's own flags (--help, --cfg, ...) are passed through unchecked.
         hydra_app.run_hydra(args)
@@ -75,12 +91,24 @@ def _leads() -> bool:
 
 
 def _sweep(args: list[str]) -> int:
+    from suite.cli import help
     from suite.sweep import runner as sweep
 
-    if not args or args[0].startswith("-"):
-        names = ", ".join(sweep.preset_names())
-        raise UserError(f"usage: dpsuite sweep NAME [OVERRIDES...] (NAME: {names})")
-    return sweep.run_sweep(args[0], args[1:])
+    if not args or args[0] in HELP_FLAGS:
+        print(help.sweep_list())
+        return 0 if args else EXIT_BAD_INPUT
+    name, rest = args[0], args[1:]
+    overrides = [a for a in rest if not a.startswith("-")]
+    unknown = [a for a in rest if a.startswith("-") and a not in HELP_FLAGS | {DRY_RUN}]
+    if unknown:
+        raise UserError(f"dpsuite sweep: unknown option {unknown[0]} (see dpsuite sweep --help)")
+    if HELP_FLAGS & set(rest):
+        print(help.preset_help(name, overrides))
+        return 0
+    if DRY_RUN in rest:
+        print(help.dry_run(name, overrides))
+        return 0
+    return sweep.run_sweep(name, overrides)
 
 
 def _predict(args: list[str]) -> int:
@@ -199,8 +227,17 @@ def _comm_bench(args: list[str]) -> int:
 
 
 def _demo(args: list[str]) -> int:
+    from suite.cli import help
     from suite.sweep.demo import run_demo
 
+    if HELP_FLAGS & set(args):
+        print("usage: dpsuite demo [KEY=VALUE ...] [--dry-run]\n")
+        print(help.preset_help("demo", [a for a in args if not a.startswith("-")]))
+        print("\nThen a short all-reduce benchmark and the report (reports/demo/index.html).")
+        return 0
+    if DRY_RUN in args:
+        print(help.dry_run("demo", [a for a in args if not a.startswith("-")]))
+        return 0
     return run_demo(args)
 
 
@@ -208,7 +245,8 @@ class ArgParser(argparse.ArgumentParser):
     """argparse for the non-Hydra commands; a usage error is one line, like every bad input."""
 
     def error(self, message: str):
-        raise UserError(f"{self.prog}: {message} (see --help)")
+        command = self.prog.removeprefix("dpsuite ")
+        raise UserError(f"{command}: {message} (see {self.prog} --help)")
 
 
 def _print_written(written) -> None:
@@ -292,10 +330,18 @@ def _dispatch(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0 if args else EXIT_BAD_INPUT
+    if args[0] in ("-V", "--version"):
+        from suite.cli.help import version
+
+        print(version())
+        return 0
     command, rest = args[0], args[1:]
     if command not in COMMANDS:
+        from suite.conf.compose import did_you_mean
+
         print(
-            f"dpsuite: error: unknown command '{command}' (choose from: {', '.join(COMMANDS)})",
+            f"dpsuite: error: unknown command '{command}'{did_you_mean(command, list(COMMANDS))} "
+            f"(choose from: {', '.join(COMMANDS)})",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT

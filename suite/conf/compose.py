@@ -219,8 +219,9 @@ class Plan:
     grid: dict[str, str] = field(default_factory=dict)  # the config's sweep params, if any
 
 
-def plan(overrides: list[str], multirun: bool) -> Plan:
-    """Compose and resolve every run the command would start (raises UserError on bad input)."""
+def plan(overrides: list[str], multirun: bool, writing: bool = True) -> Plan:
+    """Compose and resolve every run the command would start (raises UserError on bad input).
+    ``writing=False`` (help, dry runs): the results directories are neither made nor checked."""
     from suite.engine.distributed import ranks_from_env
 
     overrides = list(overrides)
@@ -244,7 +245,7 @@ def plan(overrides: list[str], multirun: bool) -> Plan:
     specs = []
     for point in points:
         task = [o for o in point if not is_hydra_override(o)]
-        specs.append(_resolve_point(composer.compose(task), shape, ranks))
+        specs.append(_resolve_point(composer.compose(task), shape, ranks, writing))
     return Plan(specs=specs, launcher=shape, grid={str(k): str(v) for k, v in grid.items()})
 
 
@@ -292,11 +293,16 @@ def _reject_composite_preset(cfg: DictConfig) -> None:
         )
 
 
-def _resolve_point(cfg: DictConfig, shape: LauncherShape, ranks):
+def _resolve_point(cfg: DictConfig, shape: LauncherShape, ranks, writing: bool = True):
     from suite.conf.run_spec import resolve
 
     if ranks is not None:  # under torchrun/srun: the ranks exist already
-        return resolve(cfg, world_size=ranks.world_size, local_world_size=ranks.local_world_size)
+        return resolve(
+            cfg,
+            world_size=ranks.world_size,
+            local_world_size=ranks.local_world_size,
+            check_results_dir=writing,
+        )
     if shape.remote and shape.tasks > 1:
         # One task per rank: the job's tasks are the workers, whatever `workers` says, so a
         # mismatch would silently run something else than asked (and repeat run ids).
@@ -311,8 +317,9 @@ def _resolve_point(cfg: DictConfig, shape: LauncherShape, ranks):
             world_size=shape.tasks,
             local_world_size=shape.tasks_per_node,
             check_devices=False,
+            check_results_dir=writing,
         )
-    return resolve(cfg, check_devices=not shape.remote)
+    return resolve(cfg, check_devices=not shape.remote, check_results_dir=writing)
 
 
 def check_overrides(overrides: list[str], multirun: bool) -> int:

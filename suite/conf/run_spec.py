@@ -58,14 +58,28 @@ class RunSpec:
         return self.cfg.workload.target_acc
 
     @property
+    def lr_exponent(self) -> float:
+        """Peak LR = base_lr x (global batch / base batch) ** this."""
+        return lr_rules.exponent_of(
+            self.cfg.lr_rule.name, getattr(self.cfg.lr_rule, "exponent", None)
+        )
+
+    @property
     def peak_lr(self) -> float:
         rule = self.cfg.lr_rule.name
-        return lr_rules.peak_lr(rule, self.base_lr, self.base_batch, self.global_batch)
+        return lr_rules.peak_lr(
+            rule, self.base_lr, self.base_batch, self.global_batch, self.lr_exponent
+        )
+
+    @property
+    def warmup_epochs(self) -> float:
+        """Epochs of warmup this run does: none for a rule without it, or without a rise."""
+        warms = lr_rules.RULES[self.cfg.lr_rule.name].warms_up and self.peak_lr > self.base_lr
+        return self.cfg.lr_rule.warmup_epochs if warms else 0.0
 
     def summary(self) -> dict[str, Any]:
         """The top-level run.json keys (see `suite.results.schema`)."""
         c = self.cfg
-        rule = lr_rules.RULES[c.lr_rule.name]
         return {
             "run_id": self.run_id,
             "workload": c.workload.name,
@@ -76,8 +90,9 @@ class RunSpec:
             "lr_rule": c.lr_rule.name,
             "base_lr": self.base_lr,
             "base_batch": self.base_batch,
+            "lr_exponent": self.lr_exponent,
             "peak_lr": self.peak_lr,
-            "warmup_epochs": c.lr_rule.warmup_epochs if rule.warms_up else 0.0,
+            "warmup_epochs": self.warmup_epochs,
             "epochs": c.train.epochs,
             "seed": c.seed,
             "repeat": c.repeat,
@@ -189,6 +204,7 @@ def resolve(
     world_size: int | None = None,
     local_world_size: int | None = None,
     check_devices: bool = True,
+    check_results_dir: bool = True,
 ) -> RunSpec:
     """Validate ``cfg`` and resolve everything that depends on this machine.
 
@@ -237,7 +253,10 @@ def resolve(
         device, backend = c.device, c.backend
     processes = 1 if c.mode == "simulated" else local_workers
     threads = c.threads_per_worker or max(1, usable_cores() // processes)
-    check_writable(c.results_dir)
+    if check_results_dir:
+        check_writable(c.results_dir)
+    else:
+        _require(bool(c.results_dir.strip()), "results_dir is empty: name a directory")
 
     workload = workload_cls(c.workload, cache_dir=c.cache_dir)
     try:

@@ -39,6 +39,9 @@ class TrainConfig:
     """Also evaluate the initial model (epoch 0)."""
     check_every: int = field(default=10, metadata={"ge": 1})
     """Steps between cross-rank loss and divergence checks."""
+    stop_at_target: bool = False
+    """End the run at the first evaluation that reaches workload.target_acc (the steps-to-target
+    protocol of Shallue et al. 2018); the epochs are then its budget."""
     max_steps: int | None = field(default=None, metadata={"ge": 1})
     """Stop after this many steps (smoke tests, benchmarks); null: all epochs."""
     save_params: bool = False
@@ -102,8 +105,9 @@ class NoiseScaleConfig:
     the same with it on or off."""
     every: int = field(default=50, metadata={"ge": 1})
     """Measure on every every-th step."""
-    ema: float = field(default=0.9, metadata={"gt": 0, "lt": 1})
-    """Moving-average factor per measurement (bias-corrected)."""
+    window_steps: int = field(default=100, metadata={"ge": 1})
+    """Training steps pooled into one value: B_simple = sum tr(Sigma) / sum |G|^2 over them
+    (the ratio of single-step estimates is biased)."""
     split_single: bool = False
     """One worker: measure from the two halves of its batch (off by default: it would slow the
     1-worker baseline of a scaling sweep)."""

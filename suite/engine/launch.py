@@ -234,7 +234,7 @@ def run_rank(
 
 def scratch_dir(spec: RunSpec) -> Path:
     """Temporary files of this run's processes: under its results directory."""
-    return Path(spec.cfg.results_dir).expanduser() / SCRATCH_DIR
+    return Path(spec.cfg.results_dir).expanduser().absolute() / SCRATCH_DIR
 
 
 def describe(exc: BaseException) -> str:
@@ -262,8 +262,8 @@ def spawn(spec: RunSpec, run_dir: Path, writer: RunWriter) -> str:
         )
     except dd.WorkerFailure as exc:
         return after_failure(spec, writer, str(exc))
-    except BaseException:
-        with contextlib.suppress(ResultsWriteError):  # the interrupt is what to report
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the interrupt is what to report
+        with contextlib.suppress(ResultsWriteError):
             after_failure(spec, writer, "interrupted")
         raise
     return read_status(run_dir) or "failed"

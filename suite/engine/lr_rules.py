@@ -8,12 +8,16 @@ the global batch ``B``; the schedule then shapes the LR over training:
 * ``linear_warmup``  linear, reached by a per-iteration ramp from ``base_lr`` over
                      ``warmup_epochs`` (Goyal et al. 2017, "gradual warmup");
 * ``sqrt``           ``base_lr * sqrt(B / base_batch)``;
+* ``power``          ``base_lr * (B / base_batch) ** lr_rule.exponent`` with warmup: any point
+                     between the rules, the grid an LR oracle searches;
 * ``lars``           ``base_lr * sqrt(B / base_batch)`` with warmup, for the LARS optimizer
                      (``suite.engine.lars``), which further scales the LR per layer by a trust ratio
                      (You et al. 2017). The trust ratio already sets each layer's step relative
                      to its weights; linear scaling of the global LR on top of it diverged on
                      MNIST-1D at batch 1024, so the global LR grows with the square root.
 
+Warmup starts at ``base_lr`` and only ever goes up: where the peak is not above it (the base
+batch, or a smaller one) there is none, so at k = 1 every rule is the small-batch recipe.
 After the (optional) warmup comes the schedule: ``constant``, ``cosine`` to zero, ``step``
 (multiply by ``gamma`` at each milestone, given as fractions of training) or ``poly``
 (``(1 - progress) ** power``, LARS's decay).
@@ -22,7 +26,7 @@ After the (optional) warmup comes the schedule: ``constant``, ``cosine`` to zero
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from omegaconf import II
@@ -56,12 +60,22 @@ class LARSRuleConfig(LRRuleConfig):
     """eta in the trust ratio eta*|w|/(|g| + wd*|w|)."""
 
 
+@dataclass
+class PowerRuleConfig(LRRuleConfig):
+    """Any exponent between the rules': the grid an LR oracle searches (best per batch)."""
+
+    name: str = "power"
+    warmup_epochs: float = 1.0
+    exponent: float = field(default=0.5, metadata={"ge": 0})
+    """Peak LR = base_lr x (B / base_batch) ** exponent: 0 is naive, 0.5 sqrt, 1 linear."""
+
+
 @dataclass(frozen=True)
 class Rule:
-    """An LR rule: how the peak LR grows with k = global batch / base batch."""
+    """An LR rule: the peak LR grows as base_lr x k ** exponent, k = global batch / base batch."""
 
     name: str
-    scale: Callable[[float], float]
+    exponent: float | None  # None: the config's `exponent` (the power rule)
     config: LRRuleConfig  # its default config (the `lr_rule=NAME` group option)
     warms_up: bool = False
     optimizer: str = "sgd"  # "lars" swaps in the LARS optimizer
@@ -70,20 +84,31 @@ class Rule:
 RULES: dict[str, Rule] = {
     r.name: r
     for r in (
-        Rule("naive", lambda k: 1.0, LRRuleConfig("naive")),
-        Rule("linear", lambda k: k, LRRuleConfig("linear")),
-        Rule("linear_warmup", lambda k: k, LRRuleConfig("linear_warmup", 1.0), warms_up=True),
-        Rule("sqrt", math.sqrt, LRRuleConfig("sqrt")),
-        Rule("lars", math.sqrt, LARSRuleConfig(), warms_up=True, optimizer="lars"),
+        Rule("naive", 0.0, LRRuleConfig("naive")),
+        Rule("linear", 1.0, LRRuleConfig("linear")),
+        Rule("linear_warmup", 1.0, LRRuleConfig("linear_warmup", 1.0), warms_up=True),
+        Rule("sqrt", 0.5, LRRuleConfig("sqrt")),
+        Rule("lars", 0.5, LARSRuleConfig(), warms_up=True, optimizer="lars"),
+        Rule("power", None, PowerRuleConfig(), warms_up=True),
     )
 }
 
 
-def peak_lr(rule: str, base_lr: float, base_batch: int, global_batch: int) -> float:
-    """The LR a rule reaches after warmup, before any decay."""
+def exponent_of(rule: str, exponent: float | None = None) -> float:
+    """The rule's exponent (the power rule's comes from its config)."""
     if rule not in RULES:
         raise ValueError(f"unknown lr_rule '{rule}' (choose from: {', '.join(RULES)})")
-    return base_lr * RULES[rule].scale(global_batch / base_batch)
+    fixed = RULES[rule].exponent
+    if fixed is None and exponent is None:
+        raise ValueError(f"lr_rule '{rule}' needs an exponent")
+    return fixed if fixed is not None else float(exponent)  # type: ignore[arg-type]
+
+
+def peak_lr(
+    rule: str, base_lr: float, base_batch: int, global_batch: int, exponent: float | None = None
+) -> float:
+    """The LR a rule reaches after warmup, before any decay."""
+    return base_lr * (global_batch / base_batch) ** exponent_of(rule, exponent)
 
 
 def schedule_factor(
@@ -121,14 +146,17 @@ class LRPlan:
     milestones: tuple[float, ...] = field(default=(0.5, 0.75))
     gamma: float = 0.1
     power: float = 2.0
+    exponent: float | None = None  # the power rule's
 
     @property
     def peak(self) -> float:
-        return peak_lr(self.rule, self.base_lr, self.base_batch, self.global_batch)
+        return peak_lr(self.rule, self.base_lr, self.base_batch, self.global_batch, self.exponent)
 
     @property
     def warmup_steps(self) -> int:
-        if not RULES[self.rule].warms_up:
+        """Gradual warmup goes up only: none where the peak is not above base_lr (at the base
+        batch the rule is the small-batch recipe itself)."""
+        if not RULES[self.rule].warms_up or self.peak <= self.base_lr:
             return 0
         return min(round(self.warmup_epochs * self.steps_per_epoch), self.total_steps)
 

@@ -58,9 +58,12 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         if checked and not math.isfinite(check(run, step)):
             status, error = "diverged", f"non-finite training loss by step {step} (epoch {epoch})"
             break
-        if step in run.evals and not evaluate_and_record(run, step, run.losses.take_window()):
-            status, error = "diverged", f"non-finite eval loss at step {step} (epoch {epoch})"
-            break
+        if step in run.evals:
+            if not evaluate_and_record(run, step, run.losses.take_window()):
+                status, error = "diverged", f"non-finite eval loss at step {step} (epoch {epoch})"
+                break
+            if spec.cfg.train.stop_at_target and run.log[-1]["eval_acc"] >= spec.target_acc:
+                break  # the target is what was asked: the rest of the budget is not needed
 
     finish(run, step, status, error, no_sync_times)
     return status  # DDP's reducer dies with this frame, before the group is destroyed
@@ -221,6 +224,7 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         milestones=tuple(cfg.schedule.milestones),
         gamma=cfg.schedule.gamma,
         power=cfg.schedule.power,
+        exponent=spec.lr_exponent,
     )
     period = strategy.period
     timer = StepTimeProbe(device, cfg.timing.warmup_steps, spec.global_batch, spec.workers, period)
@@ -330,7 +334,7 @@ def noise_scale_probe(
         return None
     b_small, b_big = piece_batches(replicas.noise_method, spec.per_worker_batch, spec.global_batch)
     meter = NoiseScaleMeter(
-        replicas.noise_method, ns.every, ns.ema, b_small, b_big, device, ranks.world_size
+        replicas.noise_method, ns.every, ns.window_steps, b_small, b_big, device, ranks.world_size
     )
     model = replicas.model
     return NoiseScaleProbe(meter, recorder, lambda: gradients(model), precision.loss_scale)

@@ -6,8 +6,9 @@ all-reduced gradient is one at ``B_big = N * B_small``. From the two squared nor
     |G|^2   ~ (B_big |G_big|^2 - B_small |G_small|^2) / (B_big - B_small)
     tr(S)   ~ (|G_small|^2 - |G_big|^2) / (1 / B_small - 1 / B_big)
 
-Both are unbiased but noisy; the ratio of noisy estimates is biased, so each is smoothed with an
-exponential moving average (bias-corrected like Adam's moments) before ``B_simple = tr(S) / |G|^2``.
+Both are unbiased but noisy, and the ratio of noisy estimates is biased, so both are summed over
+a window of at least ``noise_scale.window_steps`` training steps before ``B_simple = tr(S) /
+|G|^2`` is taken: one value per window, and one pooled over the whole run.
 """
 
 from __future__ import annotations
@@ -34,43 +35,34 @@ def unbiased_estimates(
 
 
 @dataclass
-class NoiseScaleEMA:
-    """Bias-corrected moving averages of |G|^2 and tr(Sigma), and their ratio B_simple."""
+class PooledEstimate:
+    """Unbiased estimates of |G|^2 and tr(Sigma) summed over measured steps: their ratio is
+    B_simple for the steps pooled. The ratio of two noisy single-step estimates is biased (and
+    often negative); pooled over a hundred steps or more, both sums are stable."""
 
-    beta: float
-    _g2: float = 0.0
-    _trace: float = 0.0
-    _n: int = 0
+    g2: float = 0.0
+    trace: float = 0.0
+    count: int = 0
 
-    def update(self, g_small_sq: float, g_big_sq: float, b_small: float, b_big: float) -> None:
-        g2, trace = unbiased_estimates(g_small_sq, g_big_sq, b_small, b_big)
-        if not (math.isfinite(g2) and math.isfinite(trace)):
-            return  # a diverging run: keep the last good estimate
-        self._g2 = self.beta * self._g2 + (1 - self.beta) * g2
-        self._trace = self.beta * self._trace + (1 - self.beta) * trace
-        self._n += 1
-
-    @property
-    def count(self) -> int:
-        return self._n
-
-    def _corrected(self, value: float) -> float:
-        return value / (1 - self.beta**self._n)
+    def add(self, g2: float, trace: float) -> None:
+        self.g2 += g2
+        self.trace += trace
+        self.count += 1
 
     @property
     def grad_sq(self) -> float | None:
-        return self._corrected(self._g2) if self._n else None
+        return self.g2 / self.count if self.count else None
 
     @property
-    def trace(self) -> float | None:
-        return self._corrected(self._trace) if self._n else None
+    def mean_trace(self) -> float | None:
+        return self.trace / self.count if self.count else None
 
     @property
     def b_simple(self) -> float | None:
-        """tr(Sigma) / |G|^2, or None before any update or while |G|^2 is not positive."""
-        if not self._n or self._g2 <= 0:
+        """tr(Sigma) / |G|^2, or None while nothing is pooled or |G|^2 is not positive."""
+        if not self.count or self.g2 <= 0:
             return None
-        return self._trace / self._g2
+        return self.trace / self.g2
 
 
 # ---- measuring it during training ------------------------------------------------------------
@@ -105,7 +97,7 @@ def squared_norm(tensors: list[torch.Tensor]) -> torch.Tensor:
 
 
 class NoiseScaleMeter:
-    """B_simple from measured steps, smoothed, and logged per evaluation.
+    """B_simple from measured steps, pooled over windows, and logged per evaluation.
 
     A measured step gives one pair (|G_small|^2, |G_big|^2): the mean squared norm of the
     pieces' gradients, and that of the step's (averaged) gradient. Nothing extra crosses the
@@ -117,68 +109,92 @@ class NoiseScaleMeter:
         self,
         method: str | None,
         every: int,  # measure on every ``every``-th step
-        beta: float,
+        window_steps: int,  # training steps pooled into one value
         b_small: float,
         b_big: int,
         device: torch.device,
         world_size: int = 1,
     ) -> None:
-        self.method, self.every = method, max(1, every)
+        self.method, self.every, self.window_steps = method, max(1, every), window_steps
         self.b_small, self.b_big = b_small, b_big
         self.device, self.world_size = device, world_size
-        self.ema = NoiseScaleEMA(beta=beta)
-        self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # (local small, big)
-        self.per_eval: list[float] = []
+        self.run = PooledEstimate()  # every measured step of the run
+        self.window = PooledEstimate()  # the steps since the last window closed
+        self.window_start: int | None = None
+        self.windows: list[PooledEstimate] = []  # closed windows
+        self._pending: list[tuple[int, torch.Tensor, torch.Tensor]] = []  # (step, small, big)
 
     def measures(self, step: int) -> bool:
         return self.method is not None and (step + 1) % self.every == 0
 
     def add_pieces(
-        self, piece_norms: list[torch.Tensor], grads: list[torch.Tensor], scale: float = 1.0
+        self,
+        step: int,
+        piece_norms: list[torch.Tensor],
+        grads: list[torch.Tensor],
+        scale: float = 1.0,
     ) -> None:
         """One measured step: its pieces' squared norms (this rank's) and its averaged
         gradient; ``scale`` is fp16's loss scale, by which both are multiplied."""
         small = torch.stack(piece_norms).mean()
-        self._pending.append((small / scale**2, squared_norm(grads) / scale**2))
+        self._pending.append((step, small / scale**2, squared_norm(grads) / scale**2))
 
     def sync(self) -> None:
-        """Fold the pending measurements into the averages (DDP: sum local norms over ranks)."""
+        """Fold the pending measurements into the sums (real workers: sum local norms over
+        ranks), closing a window each time one spans ``window_steps``."""
         if not self._pending:
             return
-        small = torch.stack([s for s, _ in self._pending]).double().tolist()
-        big = torch.stack([b for _, b in self._pending]).double().tolist()
+        steps = [step for step, _, _ in self._pending]
+        small = torch.stack([s for _, s, _ in self._pending]).double().tolist()
+        big = torch.stack([b for _, _, b in self._pending]).double().tolist()
         self._pending.clear()
         if self.method == "ranks":
             from suite.engine import distributed as dd
 
             small = [s / self.world_size for s in dd.all_reduce_sum(small, self.device)]
-        for s, b in zip(small, big, strict=True):
-            self.ema.update(s, b, self.b_small, self.b_big)
+        for step, s, b in zip(steps, small, big, strict=True):
+            g2, trace = unbiased_estimates(s, b, self.b_small, self.b_big)
+            if not (math.isfinite(g2) and math.isfinite(trace)):
+                continue  # a diverging run: keep what was measured before
+            if self.window_start is None:
+                self.window_start = step
+            self.run.add(g2, trace)
+            self.window.add(g2, trace)
+            if step + 1 - self.window_start >= self.window_steps:
+                self.windows.append(self.window)
+                self.window, self.window_start = PooledEstimate(), None
+
+    @property
+    def latest(self) -> PooledEstimate:
+        """The last closed window (the run so far while none has closed)."""
+        return self.windows[-1] if self.windows else self.run
 
     def record_evaluation(self) -> dict[str, float | None]:
-        """Note the value at an evaluation (for the run's mean); returns its epochs.csv columns."""
-        value = self.ema.b_simple
-        if value is not None:
-            self.per_eval.append(value)
+        """The epochs.csv columns at an evaluation: the latest window's values."""
+        latest = self.latest
         return {
-            "grad_noise_scale": value,
-            "gns_grad_sq": self.ema.grad_sq,
-            "gns_trace": self.ema.trace,
+            "grad_noise_scale": latest.b_simple,
+            "gns_grad_sq": latest.grad_sq,
+            "gns_trace": latest.mean_trace,
         }
 
     def summary(self) -> dict[str, float | int | str | None] | None:
-        """run.json metrics.grad_noise_scale: B_simple at the last evaluation and its mean over
-        evaluations (None while |G|^2 is not yet positive), the final averages, and how."""
-        if self.method is None or not self.ema.count:
+        """run.json metrics.grad_noise_scale: the last window's B_simple, the mean over windows,
+        the value pooled over the whole run, the pooled estimates, and how they were made."""
+        if self.method is None or not self.run.count:
             return None
+        values = [w.b_simple for w in self.windows if w.b_simple is not None]
         return {
-            "final": self.ema.b_simple,
-            "mean": sum(self.per_eval) / len(self.per_eval) if self.per_eval else None,
-            "grad_sq": self.ema.grad_sq,
-            "trace": self.ema.trace,
+            "final": self.latest.b_simple,
+            "mean": sum(values) / len(values) if values else None,
+            "pooled": self.run.b_simple,
+            "grad_sq": self.run.grad_sq,
+            "trace": self.run.mean_trace,
             "b_small": self.b_small,
             "b_big": self.b_big,
-            "estimates": self.ema.count,
+            "estimates": self.run.count,
+            "windows": len(self.windows),
+            "window_steps": self.window_steps,
             "every_steps": self.every,
             "method": self.method,
         }
@@ -205,7 +221,8 @@ class NoiseScaleProbe(Probe):
 
     def after_backward(self, step: int) -> None:
         if self.measuring:
-            self.meter.add_pieces(self.recorder.pieces(), self.gradients(), self.loss_scale())
+            pieces = self.recorder.pieces()
+            self.meter.add_pieces(step, pieces, self.gradients(), self.loss_scale())
 
     def on_check(self) -> None:
         self.meter.sync()

@@ -1,26 +1,27 @@
-"""Results on disk and how to read them: ``suite.results.load("results/...")`` and friends."""
+"""Results on disk and how to read them: ``suite.results.load("results/...")`` and friends.
 
+Names, units and meanings of every key and column: ``suite.results.schema``.
+"""
+
+from suite.results import schema
+from suite.results.load import find_runs, flatten, load, load_epochs, load_steps, read_csv_checked
 from suite.results.store import (
+    ATTEMPTS_DIR,
     COMM_BENCH_COLUMNS,
     COMM_BENCH_CSV,
     COMM_BENCH_JSON,
     EPOCH_COLUMNS,
-    OPTIONAL_EPOCH_COLUMNS,
     SCHEMA_VERSION,
+    SCRATCH_DIR,
     STATUSES,
     STEP_COLUMNS,
     RunWriter,
     append_csv,
     config_hash,
     effective_status,
-    find_runs,
-    load,
     load_comm_bench,
-    load_epochs,
-    load_steps,
     make_run_id,
     now_iso,
-    read_csv_checked,
     read_json,
     read_status,
     run_identity,
@@ -28,13 +29,17 @@ from suite.results.store import (
     write_json_atomic,
 )
 
+OPTIONAL_EPOCH_COLUMNS = list(schema.OPTIONAL_EPOCH_COLUMNS)
+
 __all__ = [
+    "ATTEMPTS_DIR",
     "COMM_BENCH_COLUMNS",
     "COMM_BENCH_CSV",
     "COMM_BENCH_JSON",
     "EPOCH_COLUMNS",
     "OPTIONAL_EPOCH_COLUMNS",
     "SCHEMA_VERSION",
+    "SCRATCH_DIR",
     "STATUSES",
     "STEP_COLUMNS",
     "RunWriter",
@@ -42,16 +47,18 @@ __all__ = [
     "config_hash",
     "effective_status",
     "find_runs",
+    "flatten",
     "load",
     "load_comm_bench",
     "load_epochs",
     "load_steps",
     "make_run_id",
-    "run_identity",
     "now_iso",
     "read_csv_checked",
     "read_json",
     "read_status",
+    "run_identity",
+    "schema",
     "write_comm_bench",
     "write_json_atomic",
 ]

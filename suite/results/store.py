@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from suite.errors import ResultsWriteError
+from suite.results import schema
 
 SCHEMA_VERSION = 2
 # Inside a results directory, besides one directory per run: attempts that run beside a result
@@ -31,24 +32,8 @@ SCHEMA_VERSION = 2
 ATTEMPTS_DIR = ".attempts"
 SCRATCH_DIR = ".dpsuite-tmp"
 STATUSES = ("complete", "failed", "diverged", "running")
-EPOCH_COLUMNS = [
-    "epoch",
-    "step",
-    "samples_seen",
-    "lr",
-    "train_loss",
-    "eval_loss",
-    "eval_acc",
-    "wall_s",
-    # Gradient noise scale (McCandlish et al.) at this evaluation: B_simple = tr(Sigma) / |G|^2
-    # from the bias-corrected moving averages; empty when the run does not measure it.
-    "grad_noise_scale",
-    "gns_grad_sq",
-    "gns_trace",
-]
-# Columns added after the first results were written: older files load with them empty.
-OPTIONAL_EPOCH_COLUMNS = ["grad_noise_scale", "gns_grad_sq", "gns_trace"]
-STEP_COLUMNS = ["step", "step_time_s", "comm_s", "comm_wait_s", "lr"]
+EPOCH_COLUMNS = schema.names(schema.EPOCHS)
+STEP_COLUMNS = schema.names(schema.STEPS)
 
 
 def now_iso() -> str:
@@ -239,99 +224,6 @@ def effective_status(rec: Mapping[str, Any]) -> str:
     if rec.get("host") == socket.gethostname() and not _pid_alive(int(rec.get("pid", -1))):
         return "failed"
     return "running"
-
-
-def _flatten(rec: Mapping[str, Any]) -> dict[str, Any]:
-    row: dict[str, Any] = {}
-    for key, value in rec.items():
-        if key == "config":
-            continue
-        if key in ("metrics", "hardware") and isinstance(value, dict):
-            prefix = "" if key == "metrics" else "hardware."
-            for name, item in value.items():
-                if isinstance(item, dict):  # e.g. grad_noise_scale -> grad_noise_scale.final
-                    row.update({f"{prefix}{name}.{k}": v for k, v in item.items()})
-                else:
-                    row[f"{prefix}{name}"] = item
-        elif not isinstance(value, (dict, list)):
-            row[key] = value
-    return row
-
-
-def find_runs(path: str | Path) -> list[Path]:
-    """Every run directory (one holding run.json) below ``path``, sorted; hidden directories
-    (attempts in progress, Hydra's and the suite's own files) are not results."""
-    root = Path(path)
-    return sorted(
-        p.parent
-        for p in root.rglob("run.json")
-        if not any(part.startswith(".") for part in p.parent.relative_to(root).parts)
-    )
-
-
-def load(path: str | Path, include_incomplete: bool = True) -> pd.DataFrame:
-    """Read a results tree into one flat frame, one row per run, metrics flattened.
-
-    Unreadable run.json files are skipped with a warning naming the file. Runs left 'running' by
-    a dead process read as 'failed'. With ``include_incomplete=False`` only complete and diverged
-    runs are returned.
-    """
-    root = Path(path)
-    if not root.is_dir():
-        raise FileNotFoundError(f"results directory not found: {root}")
-    rows = []
-    for run_dir in find_runs(root):
-        file = run_dir / "run.json"
-        try:
-            rec = read_json(file)
-            if not isinstance(rec, dict) or "run_id" not in rec:
-                raise ValueError("not a run record")
-        except (OSError, ValueError) as exc:
-            warnings.warn(f"skipping unreadable {file}: {exc}", stacklevel=2)
-            continue
-        row = _flatten(rec)
-        row["status"] = effective_status(rec)
-        row["run_dir"] = str(run_dir)
-        rows.append(row)
-    frame = pd.DataFrame(rows)
-    if not include_incomplete and not frame.empty:
-        frame = frame[frame["status"].isin(["complete", "diverged"])].reset_index(drop=True)
-    return frame
-
-
-def load_epochs(run_dir: str | Path) -> pd.DataFrame:
-    """One run's epochs.csv (empty frame with the right columns when absent or unreadable)."""
-    return read_csv_checked(Path(run_dir) / "epochs.csv", EPOCH_COLUMNS, OPTIONAL_EPOCH_COLUMNS)
-
-
-def load_steps(run_dir: str | Path) -> pd.DataFrame:
-    """One run's steps.csv (empty frame with the right columns when absent or unreadable)."""
-    return read_csv_checked(Path(run_dir) / "steps.csv", STEP_COLUMNS)
-
-
-def read_csv_checked(file: Path, columns: list[str], optional: list[str] = ()) -> pd.DataFrame:
-    """A results CSV with numeric columns. Missing: empty. Unreadable: empty, with a warning
-    naming the file. Damaged rows (no step): dropped, with a warning. ``optional`` columns
-    absent from the file (written by an older version) read as empty."""
-    if not file.exists():
-        return pd.DataFrame(columns=columns)
-    try:
-        frame = pd.read_csv(file)
-        for column in optional:
-            if column not in frame.columns:
-                frame[column] = float("nan")
-        missing = [c for c in columns if c not in frame.columns]
-        if missing:
-            raise ValueError(f"missing columns {missing}")
-    except (OSError, ValueError, pd.errors.ParserError) as exc:  # EmptyData/Unicode: ValueErrors
-        warnings.warn(f"skipping unreadable {file}: {str(exc).splitlines()[0]}", stacklevel=2)
-        return pd.DataFrame(columns=columns)
-    frame = frame[columns].apply(pd.to_numeric, errors="coerce")
-    damaged = frame["step"].isna()
-    if damaged.any():
-        warnings.warn(f"ignoring {int(damaged.sum())} damaged rows in {file}", stacklevel=2)
-        frame = frame[~damaged]
-    return frame.reset_index(drop=True)
 
 
 # ---- all-reduce microbenchmark results (`dpsuite comm-bench`) -------------------------------

@@ -50,14 +50,21 @@ SUMMARY_ORDER = ("complete", "diverged", "failed", "skipped", "not run")
 
 
 def preset_names() -> list[str]:
+    """The sweep presets (files starting with _ are shared pieces that presets include)."""
     files = resources.files(preflight.CONFIG_MODULE).joinpath(PRESET_GROUP).iterdir()
-    return sorted(f.name[:-5] for f in files if f.name.endswith(".yaml"))
+    return sorted(
+        f.name[:-5] for f in files if f.name.endswith(".yaml") and not f.name.startswith("_")
+    )
 
 
 def preset_parts(name: str) -> dict[str, str] | None:
     """The presets a composite preset runs in turn ({subdirectory: preset}), or None."""
     if name not in preset_names():
-        raise UserError(f"unknown sweep '{name}' (choose from: {', '.join(preset_names())})")
+        names = preset_names()
+        raise UserError(
+            f"unknown sweep '{name}'{preflight.did_you_mean(name, names)} "
+            f"(choose from: {', '.join(names)})"
+        )
     file = resources.files(preflight.CONFIG_MODULE).joinpath(PRESET_GROUP, f"{name}.yaml")
     raw = OmegaConf.create(file.read_text())
     parts = raw.get("parts")
@@ -110,10 +117,10 @@ class Sweep:
         return sorted({p.parent for p in self.run_dirs.values()})
 
     @classmethod
-    def checked(cls, preset: str | None, overrides: list[str]) -> Sweep:
+    def checked(cls, preset: str | None, overrides: list[str], writing: bool = True) -> Sweep:
         """Compose and validate every point (UserError on bad input), before any work."""
         preset_arg = [f"+{PRESET_GROUP}={preset}"] if preset else []
-        plan = preflight.plan([*preset_arg, *overrides], multirun=True)
+        plan = preflight.plan([*preset_arg, *overrides], multirun=True, writing=writing)
         sweep = cls(preset, list(overrides), plan)
         for spec in plan.specs:  # a run id twice (two spellings of one config) runs once
             sweep.run_dirs.setdefault(spec.run_id, spec.run_dir)
@@ -349,23 +356,25 @@ def _summary_rank(status: str) -> int:
     return SUMMARY_ORDER.index(status) if status in SUMMARY_ORDER else len(SUMMARY_ORDER)
 
 
-def run_sweep(preset: str | None, overrides: list[str]) -> int:
-    """`dpsuite sweep NAME ...` (and `dpsuite run -m ...` with ``preset=None``)."""
+def planned(preset: str | None, overrides: list[str], writing: bool = True) -> list[Sweep]:
+    """Every sweep the command would run, each point checked: one, or a composite preset's
+    parts in turn (into RESULTS_DIR/<part>/). ``writing=False``: nothing is created."""
     parts = preset_parts(preset) if preset else None
-    command = shlex.join(["dpsuite", *(["sweep", preset] if preset else ["run", "-m"]), *overrides])
     if parts is None:
-        sweep = Sweep.checked(preset, overrides)
-        lock = results_lock.for_launcher(sweep.results_dirs, command)
-        with lock, progress.activated(progress.for_terminal()):
-            return sweep.run()
+        return [Sweep.checked(preset, overrides, writing)]
     assert preset is not None
     root = composite_results_dir(preset, overrides)
     rest = [o for o in overrides if _results_dir_override([o]) is None]
-    # Check every part before the first one starts.
-    sweeps = [
-        Sweep.checked(part, [*rest, f"results_dir={Path(root) / subdir}"])
+    return [
+        Sweep.checked(part, [*rest, f"results_dir={Path(root) / subdir}"], writing)
         for subdir, part in parts.items()
     ]
+
+
+def run_sweep(preset: str | None, overrides: list[str]) -> int:
+    """`dpsuite sweep NAME ...` (and `dpsuite run -m ...` with ``preset=None``)."""
+    command = shlex.join(["dpsuite", *(["sweep", preset] if preset else ["run", "-m"]), *overrides])
+    sweeps = planned(preset, overrides)  # every part checked before the first one starts
     code = 0
     dirs = [d for sweep in sweeps for d in sweep.results_dirs]
     with results_lock.for_launcher(dirs, command), progress.activated(progress.for_terminal()):

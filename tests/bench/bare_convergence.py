@@ -1,6 +1,6 @@
-"""The `convergence` preset's training as a bare PyTorch loop: the yardstick for sweep overhead.
+"""The `convergence_budget` preset as a bare PyTorch loop: the yardstick for sweep overhead.
 
-Same 28 trainings as `dpsuite sweep convergence seed=0` (mnist1d_mlp, 40k train samples, 5
+Same 28 trainings as `dpsuite sweep convergence_budget seed=0` (mnist1d_mlp, 40k train samples, 5
 epochs, global batch 32 ... 2048 under naive / linear / linear_warmup / sqrt, SGD momentum 0.9,
 cosine schedule, evaluation at the start and after every epoch, the same data order), written
 with nothing but torch and the MNIST-1D arrays: no Hydra, no results files, no suite code.
@@ -128,9 +128,9 @@ def timed(cmd: list[str], **kw) -> tuple[float, float]:
 
 
 def preset_time(results_dir: Path, seed: int = 0, threads: int = 1) -> tuple[float, float]:
-    """Wall and CPU time of `dpsuite sweep convergence seed=SEED` in a fresh process."""
+    """Wall and CPU time of `dpsuite sweep convergence_budget seed=SEED` in a fresh process."""
     return timed(
-        [sys.executable, "-m", "suite", "sweep", "convergence", f"seed={seed}", "force=true"]
+        [sys.executable, "-m", "suite", "sweep", "convergence_budget", f"seed={seed}", "force=true"]
         + [f"threads_per_worker={threads}", f"results_dir={results_dir}"],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},

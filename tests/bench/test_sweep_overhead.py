@@ -12,7 +12,7 @@ from tests.bench import bare_convergence as bare
 def test_bare_loop_trains_what_the_preset_trains(monkeypatch, tmp_path):
     """Not a benchmark: the yardstick must keep matching the preset."""
     monkeypatch.chdir(tmp_path)  # checking the preset creates its (relative) results directory
-    specs = plan(["+sweep=convergence", "seed=0"], multirun=True).specs
+    specs = plan(["+sweep=convergence_budget", "seed=0"], multirun=True).specs
     assert sorted({s.global_batch for s in specs}) == bare.BATCHES
     assert sorted({s.cfg.lr_rule.name for s in specs}) == sorted(bare.RULES)
     for s in specs:

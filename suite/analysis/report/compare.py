@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from suite import results
 from suite.analysis.report import data, findings, plots, render, stats
 from suite.analysis.report.build import (
     FigureWriter,
@@ -27,7 +28,7 @@ from suite.errors import UserError
 
 # Throughput is compared between runs of one configuration (the seed and repeat do not change
 # it): real workers only (mode=ddp), where samples/s is what the machine delivers.
-CONFIG_KEY = ["workload", "workers", "per_worker_batch", "lr_rule", "precision", "sync_label"]
+CONFIG_KEY = list(results.schema.COMPARE_KEY)
 CONFIG_NAMES = {"per_worker_batch": "per-worker batch", "sync_label": "sync", "lr_rule": "LR rule"}
 
 

@@ -1,0 +1,175 @@
+"""Read results trees into pandas: one row per run, and the runs' epochs and steps.
+
+``load(path)`` gives one row per run: the run.json keys, the metrics (the gradient noise scale
+as ``grad_noise_scale.*``), the fingerprint as ``hardware.*`` and the composed config as
+``config.*`` (dotted, e.g. ``config.workload.num_samples``), every name as in
+``suite.results.schema``. ``load_epochs(path)`` and ``load_steps(path)`` give every run's rows
+below ``path`` with its ``run_id``.
+
+A run.json is trusted only when it is where its run id says (its directory's name), once, and,
+for files of this schema version, when its config still hashes to its run id: a copy of a run
+directory under another name, or a hand-edited config, is left out with a warning naming the
+file. Damaged files are warnings too; the rest loads.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from suite.results import schema
+from suite.results.store import (
+    EPOCH_COLUMNS,
+    SCHEMA_VERSION,
+    STEP_COLUMNS,
+    effective_status,
+    make_run_id,
+    read_json,
+    run_identity,
+)
+
+METRIC_MAPPINGS = {f.name: schema.GRAD_NOISE_SCALE for f in schema.METRICS if f.type == "mapping"}
+
+
+def _dotted(prefix: str, value: Any, row: dict[str, Any]) -> None:
+    """Flatten nested mappings into ``prefix.key`` columns; lists are left to run.json."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _dotted(f"{prefix}.{key}", item, row)
+    elif not isinstance(value, list):
+        row[prefix] = value
+
+
+def flatten(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """One row of ``load``'s frame from a run.json record."""
+    row: dict[str, Any] = {}
+    for key, value in rec.items():
+        if key == "metrics" and isinstance(value, Mapping):
+            for name, item in value.items():
+                if name in METRIC_MAPPINGS:  # always its sub-columns, empty when not measured
+                    for sub in METRIC_MAPPINGS[name]:
+                        row[f"{name}.{sub.name}"] = (item or {}).get(sub.name)
+                elif not isinstance(item, (list, Mapping)):
+                    row[name] = item
+        elif key in ("hardware", "config"):
+            _dotted(key, value or {}, row)
+        elif not isinstance(value, (Mapping, list)):
+            row[key] = value
+    return row
+
+
+def find_runs(path: str | Path) -> list[Path]:
+    """Every run directory (one holding run.json) below ``path``, sorted; hidden directories
+    (attempts in progress, Hydra's and the suite's own files) are not results."""
+    root = Path(path)
+    return sorted(
+        p.parent
+        for p in root.rglob("run.json")
+        if not any(part.startswith(".") for part in p.parent.relative_to(root).parts)
+    )
+
+
+def distrust(rec: Mapping[str, Any], run_dir: Path, seen: set[str]) -> str | None:
+    """Why a run.json cannot be taken as the result of its run id, or None."""
+    run_id = rec["run_id"]
+    if run_dir.name != run_id:
+        return f"its run_id {run_id} is not its directory's name (a copied run directory?)"
+    if run_id in seen:
+        return f"run {run_id} was already read from another directory"
+    if rec.get("schema_version") == SCHEMA_VERSION and isinstance(rec.get("config"), Mapping):
+        summary = {**rec, "workers": rec.get("workers"), "global_batch": rec.get("global_batch")}
+        try:
+            identity = run_identity(rec["config"], rec["workers"], rec["global_batch"])
+            expected = make_run_id(summary, identity)
+        except (KeyError, TypeError):
+            expected = None
+        if expected != run_id:
+            return "its config does not hash to its run id (edited by hand?)"
+    return None
+
+
+def load(path: str | Path, include_incomplete: bool = True) -> pd.DataFrame:
+    """Read a results tree into one flat frame, one row per run (see the module docstring).
+
+    Runs left 'running' by a dead process read as 'failed'. With ``include_incomplete=False``
+    only complete and diverged runs are returned.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise FileNotFoundError(f"results directory not found: {root}")
+    rows, seen = [], set()
+    for run_dir in find_runs(root):
+        file = run_dir / "run.json"
+        try:
+            rec = read_json(file)
+            if not isinstance(rec, dict) or "run_id" not in rec:
+                raise ValueError("not a run record")
+        except (OSError, ValueError) as exc:
+            warnings.warn(f"skipping unreadable {file}: {exc}", stacklevel=2)
+            continue
+        reason = distrust(rec, run_dir, seen)
+        if reason is not None:
+            warnings.warn(f"skipping {file}: {reason}", stacklevel=2)
+            continue
+        seen.add(rec["run_id"])
+        row = flatten(rec)
+        row["status"] = effective_status(rec)
+        row["run_dir"] = str(run_dir)
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if not include_incomplete and not frame.empty:
+        frame = frame[frame["status"].isin(["complete", "diverged"])].reset_index(drop=True)
+    return frame
+
+
+def _per_run(path: str | Path, name: str, columns: list[str], optional=()) -> pd.DataFrame:
+    """One CSV of one run directory, or of every run below ``path``, with a run_id column."""
+    path = Path(path)
+    one_run = (path / "run.json").exists() or (path / name).exists()
+    dirs = [path] if one_run else find_runs(path)
+    frames = []
+    for run_dir in dirs:
+        frame = read_csv_checked(run_dir / name, columns, list(optional))
+        frames.append(frame.assign(run_id=run_dir.name))
+    if not frames:
+        return pd.DataFrame(columns=[*columns, "run_id"])
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def load_epochs(path: str | Path) -> pd.DataFrame:
+    """epochs.csv of one run directory, or of every run below ``path`` (run_id column)."""
+    return _per_run(path, "epochs.csv", EPOCH_COLUMNS, schema.OPTIONAL_EPOCH_COLUMNS)
+
+
+def load_steps(path: str | Path) -> pd.DataFrame:
+    """steps.csv of one run directory, or of every run below ``path`` (run_id column)."""
+    return _per_run(path, "steps.csv", STEP_COLUMNS)
+
+
+def read_csv_checked(file: Path, columns: list[str], optional: list[str] = ()) -> pd.DataFrame:
+    """A results CSV with numeric columns. Missing: empty. Unreadable: empty, with a warning
+    naming the file. Damaged rows (no step): dropped, with a warning. ``optional`` columns
+    absent from the file (written by an older version) read as empty."""
+    if not file.exists():
+        return pd.DataFrame(columns=columns)
+    try:
+        frame = pd.read_csv(file)
+        for column in optional:
+            if column not in frame.columns:
+                frame[column] = float("nan")
+        missing = [c for c in columns if c not in frame.columns]
+        if missing:
+            raise ValueError(f"missing columns {missing}")
+    except (OSError, ValueError, pd.errors.ParserError) as exc:  # EmptyData/Unicode: ValueErrors
+        warnings.warn(f"skipping unreadable {file}: {str(exc).splitlines()[0]}", stacklevel=2)
+        return pd.DataFrame(columns=columns)
+    frame = frame[columns].apply(pd.to_numeric, errors="coerce")
+    damaged = frame["step"].isna()
+    if damaged.any():
+        warnings.warn(f"ignoring {int(damaged.sum())} damaged rows in {file}", stacklevel=2)
+        frame = frame[~damaged]
+    return frame.reset_index(drop=True)
