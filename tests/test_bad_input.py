@@ -122,3 +122,14 @@ def test_console_exit_code_and_single_line(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == "dpsuite: error: workers must be an integer >= 1, got 0"
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_stale_rank_variables_are_refused(dpsuite, tmp_path, capsys, monkeypatch):
+    """RANK/WORLD_SIZE exported by an earlier job used to leave run.json 'running' forever."""
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    assert dpsuite("run", f"results_dir={tmp_path}") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dpsuite: error: RANK=0 and WORLD_SIZE=2 are set but MASTER_ADDR")
+    assert not list(tmp_path.rglob("run.json"))

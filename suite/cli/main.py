@@ -26,6 +26,7 @@ commands:
   sweep NAME [OVERRIDES...] a sweep preset from suite/conf/sweep/NAME.yaml (scaling, convergence,
                             demo, ...); rerunning it resumes: complete runs are skipped
   demo                      a small scaling + convergence sweep on this machine, then its report
+  schema                    every run.json key and CSV column: name, unit, type, meaning
   predict [RESULTS_DIR] [--profile NAME]
                             the scaling model: fitted to a results tree and validated, or a
                             workload planned on a hardware profile (dgx-h100, dgx1-v100, ...);
@@ -46,10 +47,12 @@ def _run(args: list[str]) -> int:
 
     from suite import progress
     from suite.conf import compose as preflight
+    from suite.engine.launch import read_record
     from suite.results import lock as results_lock
     from suite.results import read_status
     from suite.sweep import hydra_app
     from suite.sweep import runner as sweep
+    from suite.sweep.runner import final_detail
 
     multirun = any(a in MULTIRUN_FLAGS for a in args)
     overrides = [a for a in args if not a.startswith("-")]
@@ -78,7 +81,8 @@ def _run(args: list[str]) -> int:
         if not _leads():
             return 0  # another rank writes the run's results (a failing rank exits on its own)
         status = read_status(spec.run_dir) or "not run"  # the run's own record says how it ended
-        reporter.run_finished(spec.run_id, status)
+        record = read_record(spec.run_dir) or {}
+        reporter.run_finished(spec.run_id, status, final_detail(record))
     return 0 if status in ("complete", "diverged") else 1
 
 
@@ -304,6 +308,18 @@ def _compare(args: list[str]) -> int:
     return 1 if len(compared.regressed) else 0
 
 
+def _schema(args: list[str]) -> int:
+    parser = ArgParser(
+        prog="dpsuite schema",
+        description="Every run.json key and CSV column: name, unit, type and meaning.",
+    )
+    parser.parse_args(args)
+    from suite.results import schema
+
+    print(schema.markdown())
+    return 0
+
+
 COMMANDS = {
     "run": _run,
     "sweep": _sweep,
@@ -312,6 +328,7 @@ COMMANDS = {
     "predict": _predict,
     "comm-bench": _comm_bench,
     "demo": _demo,
+    "schema": _schema,
 }
 
 
