@@ -4,8 +4,9 @@
                                    [--suite-overrides KEY=VALUE ...]
 
 1. throughput: ``samples_per_s`` of ``dpsuite run`` / the bare DDP loop's (reference/bare_ddp.py),
-   for mnist1d_mlp and cifar_resnet on 2 workers with the same per-worker batch, threads and
-   number of timed steps (the bare loop runs on random data of the same shapes);
+   for mnist1d_mlp (per-worker batch 32 and 128) and cifar_resnet on 2 workers with the same
+   per-worker batch, threads and number of timed steps (the bare loop runs on random data of
+   the same shapes);
 2. bandwidth: ``busbw`` of ``dpsuite comm-bench`` / the bare all-reduce loop's
    (reference/bare_allreduce.py) at 1, 4, 16 and 64 MiB, fp32, 2 ranks;
 3. noise scale (``--only noise``): ``samples_per_s`` with the gradient noise scale measured
