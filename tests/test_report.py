@@ -826,3 +826,30 @@ def test_lars_with_its_own_base_lr_and_schedule_joins_the_other_rules(tmp_path):
         "`lars` falls more than 1 point below the batch-32 accuracy already at global batch 32; "
         "falls to 66.0 % at batch 256." in found
     )
+
+
+def test_model_flops_mfu_tokens_and_memory_are_in_the_scaling_table(dpsuite, capsys, tmp_path):
+    root = tmp_path / "res"
+    trees.write_scaling(root)
+    for run_json in root.rglob("run.json"):
+        rec = results.read_json(run_json)
+        rec["metrics"].update(
+            tokens_per_s=64 * rec["metrics"]["samples_per_s"],
+            model_tflops_per_device=0.5,
+            mfu=0.25,
+            peak_rss_mib=420.0,
+        )
+        results.write_json_atomic(run_json, rec)
+    out, _ = report(dpsuite, capsys, root, tmp_path / "rep")
+    md = (out / "index.md").read_text()
+    header = next(line for line in md.splitlines() if "efficiency_pct" in line)
+    for column in ("tokens_per_s", "model_TFLOP/s_per_device", "MFU_pct", "peak_RSS_MiB"):
+        assert column in header
+    assert "| 25 |" in md or "| 25.0 |" in md  # MFU as a percentage
+
+
+def test_columns_the_runs_lack_are_not_in_the_scaling_table(
+    dpsuite, capsys, scaling_tree, tmp_path
+):
+    out, _ = report(dpsuite, capsys, scaling_tree, tmp_path / "rep")
+    assert "MFU_pct" not in (out / "index.md").read_text()

@@ -171,8 +171,10 @@ def scaling_section(tree: data.ResultsTree, figs: FigureWriter, report: render.R
             "Scaling",
             scaling_table_for_report(scaling),
             "Medians over the runs of each point; 95 % CI: bootstrap interval of the median "
-            "samples/s over repeated runs. oversubscribed: more worker threads than cores, so "
-            "the point measures contention.",
+            "samples/s over repeated runs. Model TFLOP/s per device: FLOPs counted by PyTorch x "
+            "samples/s per device; MFU against hardware.peak_tflops where given; peak RSS: the "
+            "largest rank's resident memory. oversubscribed: more worker threads than cores, "
+            "so the point measures contention.",
         )
     )
 
@@ -199,6 +201,11 @@ def scaling_table_for_report(scaling: pd.DataFrame) -> pd.DataFrame:
             "compute_ms": 1e3 * scaling["compute_time_s"],
             "exposed_comm_ms": 1e3 * scaling["exposed_comm_s"],
             "comm_ms": 1e3 * scaling["comm_time_s"],
+            "tokens_per_s": scaling.get("tokens_per_s"),
+            "model_TFLOP/s_per_device": scaling.get("model_tflops_per_device"),
+            "MFU_pct": 100 * scaling["mfu"] if "mfu" in scaling else None,
+            "peak_RSS_MiB": scaling.get("peak_rss_mib"),
+            "peak_CUDA_MiB": scaling.get("peak_cuda_allocated_mib"),
             "oversubscribed": scaling["oversubscribed"].map({True: "yes", False: ""}),
         }
     )

@@ -200,6 +200,8 @@ def scaling_table(
         "comm_time_s",
         "exposed_comm_s",
     ]
+    # Shown where the runs have them: tokens/s, model FLOP/s and MFU, peak memory.
+    parts += [c for c in EXTRA_SCALING_COLUMNS if c in ok.columns]
     points = ok.groupby([*SCALING_KEY, "workers"], dropna=False)
     ci = points["samples_per_s"].apply(lambda s: pd.Series(stats.median_ci(s), index=CI_COLUMNS))
     table = (
@@ -229,6 +231,14 @@ def scaling_table(
     out["series_title"] = " · ".join(COLUMN_NAMES[c] for c in shown)
     return out
 
+
+EXTRA_SCALING_COLUMNS = (
+    "tokens_per_s",
+    "model_tflops_per_device",
+    "mfu",
+    "peak_rss_mib",
+    "peak_cuda_allocated_mib",
+)
 
 COLUMN_NAMES = {
     "machine": "machine",
