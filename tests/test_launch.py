@@ -18,13 +18,13 @@ def spec(tmp_path):
 
 
 def record_of(spec, status="complete", **config_changes) -> dict:
-    rec = base_record(spec, 1) | {"status": status}
+    rec = base_record(spec) | {"status": status}
     rec["config"] = json.loads(json.dumps(spec.config)) | config_changes
     return rec
 
 
 def test_a_complete_result_of_the_same_config_on_this_machine_stands(spec):
-    machine = base_record(spec, 1)["hardware"]["machine_id"]
+    machine = base_record(spec)["hardware"]["machine_id"]
     assert reuse_blocker(spec, record_of(spec), machine) is None
     assert reuse_blocker(spec, None, machine) == "no result yet"
     assert reuse_blocker(spec, record_of(spec, "failed"), machine) == "the result there is failed"
@@ -33,7 +33,7 @@ def test_a_complete_result_of_the_same_config_on_this_machine_stands(spec):
 
 
 def test_what_is_measured_or_recorded_must_match_and_where_it_went_need_not(spec):
-    machine = base_record(spec, 1)["hardware"]["machine_id"]
+    machine = base_record(spec)["hardware"]["machine_id"]
     moved = record_of(spec, results_dir="/elsewhere", cache_dir="/other", force=True)
     assert reuse_blocker(spec, moved, machine) is None
     peak = record_of(spec, hardware={"tag": None, "peak_tflops": 1.0})
