@@ -144,6 +144,9 @@ def test_published_table(dpsuite, capsys):
         (("predict", "--profile", "dgx-h100", "--workload", "tiny_gpt"), "give the RESULTS_DIR"),
         (("predict", "{tmp}", "--profile", "dgx-h100", "--workload", "tiny_gpt"), "no runs of"),
         (("predict", "--profile", "dgx-h100", "--params", "-1"), "--params must be > 0"),
+        # Used to end in a traceback (nan) or print inf ms and nan % (inf).
+        (("predict", "--profile", "dgx-h100", "--params", "nan"), "must be a finite number"),
+        (("predict", "--profile", "x", "--flops-per-sample", "inf"), "must be a finite number"),
         (
             (
                 "predict",

@@ -143,13 +143,13 @@ def _predict(args: list[str]) -> int:
     )
     hand = parser.add_argument_group("planning a workload on --profile's hardware")
     hand.add_argument("--workload", help="its parameter and FLOP counts from RESULTS_DIR's runs")
-    hand.add_argument("--params", type=float, help="model parameters")
-    hand.add_argument("--flops-per-sample", type=float, help="forward + backward FLOPs")
-    hand.add_argument("--samples-per-s", type=float, help="measured single-GPU throughput")
+    hand.add_argument("--params", type=finite, help="model parameters")
+    hand.add_argument("--flops-per-sample", type=finite, help="forward + backward FLOPs")
+    hand.add_argument("--samples-per-s", type=finite, help="measured single-GPU throughput")
     hand.add_argument("--precision", help="peak TFLOP/s of the profile at this precision")
-    hand.add_argument("--tflops", type=float, help="peak TFLOP/s per GPU (overrides the profile)")
-    hand.add_argument("--mfu", type=float, default=0.4, help="fraction of peak achieved (0.4)")
-    hand.add_argument("--bucket-mb", type=float, default=model.DEFAULT_BUCKET_MB)
+    hand.add_argument("--tflops", type=finite, help="peak TFLOP/s per GPU (overrides the profile)")
+    hand.add_argument("--mfu", type=finite, default=0.4, help="fraction of peak achieved (0.4)")
+    hand.add_argument("--bucket-mb", type=finite, default=model.DEFAULT_BUCKET_MB)
     a = parser.parse_args(args)
     if a.batch < 1 or a.max_workers < 1:
         raise UserError("--batch and --max-workers must be >= 1")
@@ -243,6 +243,16 @@ def _demo(args: list[str]) -> int:
         print(help.dry_run("demo", [a for a in args if not a.startswith("-")]))
         return 0
     return run_demo(args)
+
+
+def finite(text: str) -> float:
+    """An argparse type: a finite number (nan and inf are typos, not values)."""
+    import math
+
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
 
 
 class ArgParser(argparse.ArgumentParser):
