@@ -199,6 +199,12 @@ def _demo(args: list[str]) -> int:
     return run_demo(args)
 
 
+def _export(args: list[str]) -> int:
+    from suite.cli.export import export
+
+    return export(args)
+
+
 class ArgParser(argparse.ArgumentParser):
     """argparse for the non-Hydra commands; a usage error is one line, like every bad input."""
 
@@ -242,6 +248,7 @@ COMMANDS = {
     "predict": _predict,
     "comm-bench": _comm_bench,
     "demo": _demo,
+    "export": _export,
 }
 
 
