@@ -59,9 +59,9 @@ def summed(index: torch.Tensor, world: int) -> torch.Tensor:
 class Collective:
     """One collective: how big its buffers are, how it runs, and what it must return.
 
-    ``split``: S is cut into n pieces (input or output is S/n). ``buffers``: bytes a rank holds
-    per byte of S. ``expected(index, rank, world, piece)``: the correct output of ``rank`` at
-    output positions ``index`` (float64), ``piece`` being S/n in elements.
+    ``split``: S is cut into n pieces (input or output is S/n). ``reduces``: the output is a sum
+    of the ranks' inputs. ``expected(index, rank, world, piece)``: the correct output of ``rank``
+    at output positions ``index`` (float64), ``piece`` being S/n in elements.
     """
 
     name: str

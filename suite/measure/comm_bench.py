@@ -242,6 +242,8 @@ def check_memory(
         (COLLECTIVES[n].buffer_bytes(max(sizes), world) + CHECK_BYTES, n) for n in names
     )
     if device == "cuda":
+        # Asking creates this process's CUDA context on each GPU; what is free is measured
+        # after it, so the context this command holds is accounted for.
         ranks = [local_rank] if local_rank is not None else range(local)
         available = min(torch.cuda.mem_get_info(r)[0] for r in ranks)
         where, total = "free on a GPU", need
