@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from suite import results
-from suite.analysis.report import build, data, findings
+from suite.analysis.report import build, data, findings, plots
 from suite.analysis.report import critical_batch as cb
 from tests import report_trees as trees
 from tests.conftest import run_subprocess
@@ -421,6 +421,31 @@ def test_headline_says_what_to_act_on_in_five_sentences(mixed_tree, tmp_path):
     page = (tmp_path / "rep" / "index.html").read_text()
     top = page.split('<ul class="headline">', 1)[1].split("</ul>", 1)[0]
     assert top.count("<li>") == 5 and page.index("headline") < page.index("<h2>Findings")
+
+
+def test_other_collectives_are_plotted_and_found_but_leave_the_all_reduce_headline(tmp_path):
+    root = tmp_path / "res"
+    trees.write_scaling(root)
+    trees.write_comm_bench(root)
+    trees.write_comm_bench(root, peak=9.0, collective="all_gather")
+    trees.write_comm_bench(root, peak=2.0, collective="broadcast")
+    written = build.build_report(root, tmp_path / "rep")
+    assert (
+        "All-reduce bus bandwidth (2 ranks, gloo) peaks at 3.94 GB/s with 16 MiB messages."
+        in written.headline
+    )
+    text = (tmp_path / "rep" / "index.md").read_text()
+    assert "peak all-reduce bus bandwidth 3.94 GB/s" in text
+    assert "peak all-gather bus bandwidth 8.86 GB/s" in text
+    assert "peak broadcast bus bandwidth 1.97 GB/s" in text
+    assert "Collective bandwidth vs message size" in text
+    comm = data.load_tree(root).comm
+    fig = plots.allreduce_bandwidth(comm)
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert labels == [
+        f"{name} · box-a · 2 ranks · gloo" for name in ("all_reduce", "all_gather", "broadcast")
+    ]
+    assert len({line.get_color() for line in fig.axes[0].get_lines()}) == 3
 
 
 def test_without_failures_the_headline_ends_on_the_critical_batch(convergence_tree, tmp_path):

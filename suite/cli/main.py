@@ -21,8 +21,8 @@ commands:
   compare A B [DIR...] [--out DIR] [--fail-below RATIO]
                             results trees side by side, grouped by machine: throughput B / A
                             per configuration with its interval; exit 1 below RATIO
-  comm-bench [OPTIONS]      all-reduce microbenchmark (size, time, algbw, busbw, correctness)
-                            e.g. dpsuite comm-bench --workers 2 --sizes 1K:64M --dtype fp32
+  comm-bench [OPTIONS]      collective microbenchmark (size, time, algbw, busbw, correctness)
+                            e.g. dpsuite comm-bench --workers 2 -b 1K -e 64M --collective all
   sweep NAME [OVERRIDES...] a sweep preset from suite/conf/sweep/NAME.yaml (scaling, convergence,
                             demo, ...); rerunning it resumes: complete runs are skipped
   demo                      a small scaling + convergence sweep on this machine, then its report
@@ -195,20 +195,31 @@ def _comm_bench(args: list[str]) -> int:
 
     p = ArgParser(
         prog="dpsuite comm-bench",
-        description="All-reduce microbenchmark (nccl-tests all_reduce_perf definitions): "
-        "time, algbw = S/t and busbw = algbw*2(n-1)/n per message size, with a correctness "
-        "check. Writes RESULTS_DIR/comm_bench/<bench_id>/comm_bench.{csv,json}.",
+        description="Collective microbenchmark (nccl-tests definitions): time, algbw = S/t and "
+        "busbw = algbw x the collective's factor per message size, with a correctness check. "
+        "Writes RESULTS_DIR/comm_bench/<bench_id>/comm_bench.{csv,json}.",
     )
     p.add_argument("--workers", type=int, default=2, help="ranks on this host (default 2)")
     p.add_argument(
+        "--collective",
+        default=comm_bench.DEFAULT_COLLECTIVE,
+        help="all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, a comma list of "
+        "them, or all (default all_reduce)",
+    )
+    p.add_argument(
         "--sizes",
-        default=comm_bench.DEFAULT_SIZES,
         help="a range LO:HI stepped by --factor, or a list 1K,1M,64M (default 1K:256M)",
     )
-    p.add_argument("--factor", type=int, default=2, help="range step factor (default 2)")
+    p.add_argument("-b", "--minbytes", help="smallest size of the range (as nccl-tests)")
+    p.add_argument("-e", "--maxbytes", help="largest size of the range (as nccl-tests)")
+    p.add_argument(
+        "-f", "--factor", "--stepfactor", type=int, default=2, help="range step (default 2)"
+    )
     p.add_argument("--dtype", default="fp32", help="fp32 or bf16 (default fp32)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed all-reduces per size")
-    p.add_argument("--iters", type=int, default=20, help="timed all-reduces per size")
+    p.add_argument(
+        "-w", "--warmup", "--warmup_iters", type=int, default=5, help="untimed runs per size"
+    )
+    p.add_argument("-n", "--iters", type=int, default=20, help="timed runs per size")
     p.add_argument("--backend", default="auto", help="auto (nccl on CUDA, else gloo), gloo, nccl")
     p.add_argument("--results-dir", default="results", help="where comm_bench/ goes")
     p.add_argument("--tag", default=None, help="your name for this machine")
@@ -216,7 +227,7 @@ def _comm_bench(args: list[str]) -> int:
     joined = ranks_from_env()
     spec = comm_bench.resolve(
         a.workers,
-        a.sizes,
+        comm_bench.sizes_text(a.sizes, a.minbytes, a.maxbytes),
         a.factor,
         a.dtype,
         a.warmup,
@@ -226,6 +237,8 @@ def _comm_bench(args: list[str]) -> int:
         a.tag,
         world_size=joined.world_size if joined else None,
         local_world_size=joined.local_world_size if joined else None,
+        collectives=a.collective,
+        local_rank=joined.local_rank if joined else None,
     )
     return comm_bench.run(spec)
 
@@ -253,6 +266,12 @@ def finite(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
     return value
+
+
+def _export(args: list[str]) -> int:
+    from suite.cli.export import export
+
+    return export(args)
 
 
 class ArgParser(argparse.ArgumentParser):
@@ -339,6 +358,7 @@ COMMANDS = {
     "comm-bench": _comm_bench,
     "demo": _demo,
     "schema": _schema,
+    "export": _export,
 }
 
 

@@ -276,9 +276,11 @@ def comm_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Repo
     figs.add(
         "allreduce_bandwidth",
         plots.allreduce_bandwidth(tree.comm),
-        "All-reduce bandwidth vs message size",
+        f"{data.collectives_label(tree.comm)} bandwidth vs message size",
         "From `dpsuite comm-bench` (nccl-tests definitions): algbw = bytes / time; "
-        "busbw = algbw × 2(n−1)/n, the per-link rate, comparable across rank counts.",
+        "busbw = algbw × the collective's factor (all-reduce 2(n−1)/n; all-gather, "
+        "reduce-scatter, all-to-all (n−1)/n; broadcast 1), the per-link rate, comparable "
+        "across rank counts.",
     )
     report.findings += findings.comm_bench_findings(tree.comm)
 

@@ -148,7 +148,14 @@ def tidy_comm(comm: pd.DataFrame) -> pd.DataFrame:
     for col in ("size_bytes", "time_us", "algbw_GBps", "busbw_GBps", "world_size"):
         comm[col] = pd.to_numeric(comm[col], errors="coerce")
     comm["machine"] = comm.apply(machine_label, axis=1)
+    if "collective" not in comm.columns:
+        comm["collective"] = "all_reduce"
     return comm.dropna(subset=["size_bytes", "busbw_GBps", "algbw_GBps"])
+
+
+def collectives_label(comm: pd.DataFrame) -> str:
+    """'All-reduce' for all-reduce benchmarks alone, else 'Collective'."""
+    return "All-reduce" if set(comm["collective"]) == {"all_reduce"} else "Collective"
 
 
 def add_divergence_points(runs: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> pd.DataFrame:
