@@ -16,12 +16,14 @@ from tests.conftest import REPO
 REFERENCE = REPO / "results" / "reference" / "xeon-2core-cpu"
 
 
-def first_run(group: str) -> str:
-    """The first run directory of a reference sweep (its run id)."""
-    return min(p.parent.name for p in (REFERENCE / group).glob("*/run.json"))
+def first_run(sweep: str) -> tuple[str, str]:
+    """(group, run id) of the first run of a reference sweep; the group is the run directory's
+    parent, relative to the reference tree (a composite sweep's part is a level deeper)."""
+    run_dir = min(p.parent for p in (REFERENCE / sweep).rglob("run.json"))
+    return run_dir.parent.relative_to(REFERENCE).as_posix(), run_dir.name
 
 
-RUNS = {group: first_run(group) for group in ("convergence", "scaling")}
+RUNS = dict(first_run(sweep) for sweep in ("convergence", "scaling"))
 
 
 @pytest.fixture
