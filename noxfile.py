@@ -43,7 +43,7 @@ def install_suite(session: nox.Session, extras: str = "") -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite (unit, multi-process DDP, end to end); slow stress tests excluded."""
-    install_suite(session, "[dev,slurm]")
+    install_suite(session, "[dev,slurm,parquet,tensorboard,wandb]")
     session.run("pytest", "-m", "not slow and not browser", *session.posargs)
 
 

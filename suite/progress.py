@@ -95,12 +95,10 @@ class _RunState:
 
     def finish_line(self, run_id: str, status: str, detail: str = "") -> str:
         parts = [f"{run_id}: {status}"]
-        row = self.last_row if run_id == self.run_id else {}
-        if status != "skipped" and row:
-            parts.append(f"eval_acc {_fmt(100 * row.get('eval_acc', math.nan), '.2f')}%")
-            parts.append(f"({_fmt(time.monotonic() - self.run_t0, '.1f')}s)")
-        if detail:
+        if detail:  # what the run's own record says
             parts.append(detail)
+        if status != "skipped" and run_id == self.run_id:
+            parts.append(f"({_fmt(time.monotonic() - self.run_t0, '.1f')}s)")
         return "  ".join(parts)
 
     def count_finished(self, status: str) -> None:

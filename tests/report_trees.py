@@ -364,14 +364,24 @@ def write_target_study(root: Path, noise_scale: bool = True) -> None:
                 )
 
 
-def write_comm_bench(root: Path, tag: str = "box-a", peak: float = 4.0, world: int = 2) -> None:
+def write_comm_bench(
+    root: Path,
+    tag: str = "box-a",
+    peak: float = 4.0,
+    world: int = 2,
+    collective: str | None = None,
+) -> None:
+    """A comm-bench result; without ``collective`` its rows have none (as before there were
+    other collectives: they read as all_reduce)."""
+    factor = 2 * (world - 1) / world if collective in (None, "all_reduce") else (world - 1) / world
     rows = []
     for e in range(10, 25, 2):
         size = 2**e
         busbw = peak * size / (size + 2**18)
-        algbw = busbw * world / (2 * (world - 1))
+        algbw = busbw / factor
         rows.append(
             {
+                "collective": collective,
                 "size_bytes": size,
                 "count": size // 4,
                 "dtype": "float32",
@@ -381,13 +391,14 @@ def write_comm_bench(root: Path, tag: str = "box-a", peak: float = 4.0, world: i
                 "errors": 0,
             }
         )
+    bench_id = f"bench-{tag}" + (f"-{collective}" if collective else "")
     meta = {
-        "bench_id": f"bench-{tag}",
+        "bench_id": bench_id,
         "world_size": world,
         "backend": "gloo",
         "hardware": hardware(tag, tag),
     }
-    results.write_comm_bench(root / "comm_bench" / f"bench-{tag}", meta, rows)
+    results.write_comm_bench(root / "comm_bench" / bench_id, meta, rows)
 
 
 def write_failures(root: Path) -> dict[str, Path]:

@@ -50,7 +50,8 @@ CASES = [
     (["precision=int8"], "precision must be one of fp32, fp64, bf16, fp16"),
     (["timing.calibration_steps=-1"], "timing.calibration_steps must be an integer >= 0"),
     (["ddp.bucket_cap_mb=0"], "ddp.bucket_cap_mb must be > 0"),
-    (["noise_scale.ema=1"], "noise_scale.ema must be in (0, 1)"),
+    (["noise_scale.window_steps=0"], "noise_scale.window_steps must be an integer >= 1"),
+    (["noise_scale.ema=0.9"], "unknown config key 'noise_scale.ema'; noise_scale has: enabled"),
     (["hardware.peak_tflops=0"], "hardware.peak_tflops must be > 0"),
     (["timing.comm_every=0"], "timing.comm_every must be an integer >= 1, got 0"),
     (["noise_scale.every=0"], "noise_scale.every must be an integer >= 1"),
@@ -122,3 +123,14 @@ def test_console_exit_code_and_single_line(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == "dpsuite: error: workers must be an integer >= 1, got 0"
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_stale_rank_variables_are_refused(dpsuite, tmp_path, capsys, monkeypatch):
+    """RANK/WORLD_SIZE exported by an earlier job used to leave run.json 'running' forever."""
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    assert dpsuite("run", f"results_dir={tmp_path}") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dpsuite: error: RANK=0 and WORLD_SIZE=2 are set but MASTER_ADDR")
+    assert not list(tmp_path.rglob("run.json"))

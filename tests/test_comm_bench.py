@@ -7,7 +7,8 @@ import torch
 
 from suite import results
 from suite.errors import UserError
-from suite.measure import comm_bench
+from suite.measure import collectives, comm_bench
+from suite.measure.collectives import COLLECTIVES
 
 
 @pytest.mark.parametrize("n,factor", [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75)])
@@ -20,33 +21,88 @@ def test_busbw_is_algbw_times_2_n_minus_1_over_n(n, factor):
         assert comm_bench.bus_factor(n) == 2 * (n - 1) / n
 
 
-def reduced_pattern(count: int, world: int, dtype: torch.dtype) -> torch.Tensor:
-    """What a correct sum all-reduce of the ranks' patterns returns."""
-    total = torch.zeros(count, dtype=torch.float64)
-    for r in range(world):
-        part = torch.empty(count, dtype=dtype)
-        comm_bench.fill_pattern(part, r)
-        total += part.to(torch.float64)
-    return total.to(dtype)
+@pytest.mark.parametrize(
+    "collective,factors",  # nccl-tests doc/PERFORMANCE.md, "Summary", at n = 1, 2, 4, 8
+    [
+        ("all_reduce", (0.0, 1.0, 1.5, 1.75)),
+        ("all_gather", (0.0, 0.5, 0.75, 0.875)),
+        ("reduce_scatter", (0.0, 0.5, 0.75, 0.875)),
+        ("broadcast", (1.0, 1.0, 1.0, 1.0)),
+        ("all_to_all", (0.0, 0.5, 0.75, 0.875)),
+    ],
+)
+def test_bus_factor_per_collective(collective, factors):
+    for n, factor in zip((1, 2, 4, 8), factors, strict=True):
+        assert comm_bench.bus_factor(n, collective) == factor
+        algbw, busbw = comm_bench.bandwidths(2**20, 1e-3, n, collective)
+        assert algbw == 2**20 / 1e-3 / 1e9 and busbw == algbw * factor
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_sizes_are_nccl_tests_totals():
+    """S is the whole gathered/scattered/sent buffer, rounded down to whole pieces per rank."""
+    for name in ("all_gather", "reduce_scatter", "all_to_all"):
+        assert COLLECTIVES[name].count(1024, 4, 3) == 255  # 85 elements per rank
+        assert COLLECTIVES[name].count(1024, 4, 2) == 256
+    for name in ("all_reduce", "broadcast"):
+        assert COLLECTIVES[name].count(1024, 4, 3) == 256
+    assert COLLECTIVES["all_gather"].buffer_bytes(2**20, 4) == 2**20 * 1.25
+    assert COLLECTIVES["all_to_all"].buffer_bytes(2**20, 4) == 2**21
+    assert COLLECTIVES["all_reduce"].buffer_bytes(2**20, 4) == 2**20
+
+
+def reference_outputs(name: str, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """What each rank must hold after the collective, computed from the ranks' inputs by plain
+    tensor operations (independent of the check's own formulas)."""
+    world = len(inputs)
+    if name == "all_reduce":
+        return [torch.stack(inputs).double().sum(0)] * world
+    if name == "broadcast":
+        return [inputs[0].double()] * world
+    if name == "all_gather":
+        return [torch.cat(inputs).double()] * world
+    if name == "reduce_scatter":
+        return list(torch.stack(inputs).double().sum(0).chunk(world))
+    # all_to_all: rank k receives piece k of every rank's input, in rank order
+    pieces = [x.double().chunk(world) for x in inputs]
+    return [torch.cat([pieces[s][k] for s in range(world)]) for k in range(world)]
+
+
+@pytest.mark.parametrize("name", list(COLLECTIVES))
 @pytest.mark.parametrize("world", [1, 2, 3, 8])
-def test_correctness_check_catches_a_planted_wrong_value(dtype, world):
-    count = comm_bench.CHUNK + 5  # spans two chunks of the check
-    result = reduced_pattern(count, world, comm_bench.DTYPES[dtype])
-    assert comm_bench.count_wrong(result, world, dtype) == 0
-    for pos in (0, 3, comm_bench.CHUNK, count - 1):
-        planted = result.clone()
-        planted[pos] += 1
-        assert comm_bench.count_wrong(planted, world, dtype) == 1
-    planted = result.clone()
-    planted[7:11] = 0
-    assert comm_bench.count_wrong(planted, world, dtype) == 4
-    # a rank's contribution missing everywhere is caught too
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_correctness_check_per_collective(name, world, dtype, monkeypatch):
+    monkeypatch.setattr(collectives, "CHUNK", 1000)  # small chunks: the same code, less data
+    collective, torch_dtype = COLLECTIVES[name], comm_bench.DTYPES[dtype]
+    count = collective.count(2 * 1000 + 600, 1, world)  # spans three chunks
+    piece, rtol = count // world, comm_bench.TOLERANCE[dtype]
+    # the root's buffer is the broadcast's input; the others' start zeroed
+    inputs = [
+        collective.buffers(count, world, r, torch_dtype, torch.device("cpu"))[0]
+        for r in range(world)
+    ]
+    if name == "broadcast":
+        assert all((x == 0).all() for x in inputs[1:])
+        inputs = [inputs[0]] * world
+    for rank, want in enumerate(reference_outputs(name, inputs)):
+        out = want.to(torch_dtype)
+        assert collectives.count_wrong(collective, out, rank, world, piece, rtol) == 0
+        for pos in (0, 3, min(collectives.CHUNK, out.numel() - 1), out.numel() - 1):
+            planted = out.clone()
+            planted[pos] += 1
+            assert collectives.count_wrong(collective, planted, rank, world, piece, rtol) == 1
+        planted = out.clone()
+        planted[7:11] = 0
+        assert collectives.count_wrong(collective, planted, rank, world, piece, rtol) == 4
     if world > 1:
-        missing = reduced_pattern(count, world - 1, comm_bench.DTYPES[dtype])
-        assert comm_bench.count_wrong(missing, world, dtype) == count
+        # rank 0's data in place of every rank's (for broadcast: a rank that never received)
+        if name == "broadcast":
+            stale = torch.zeros(count)
+        else:
+            stale = reference_outputs(name, [inputs[0]] * world)[-1]
+        wrong = collectives.count_wrong(
+            collective, stale.to(torch_dtype), world - 1, world, piece, rtol
+        )
+        assert wrong >= stale.numel() // 2
 
 
 def test_sizes():
@@ -61,18 +117,23 @@ def test_sizes():
 
 @pytest.mark.multiproc
 def test_two_rank_bench_writes_table_csv_json_with_fingerprint(dpsuite, tmp_path, capfd):
-    args = ["--sizes", "1K:64K", "--factor", "4", "--warmup", "1", "--iters", "3"]
+    # nccl-tests' spellings: -b/-e/-f for the range, -w warm-up and -n timed iterations
+    args = ["-b", "1K", "-e", "64K", "-f", "4", "-w", "1", "-n", "3", "--collective", "all"]
     assert dpsuite("comm-bench", *args, "--results-dir", str(tmp_path), "--tag", "ci") == 0
     frame = results.load_comm_bench(tmp_path)
-    assert list(frame["size_bytes"]) == [1024, 4096, 16384, 65536]
-    assert list(frame["count"]) == [256, 1024, 4096, 16384]
+    assert list(frame["collective"].unique()) == list(COLLECTIVES)
+    for _, rows in frame.groupby("collective"):
+        assert list(rows["size_bytes"]) == [1024, 4096, 16384, 65536]
+        assert list(rows["count"]) == [256, 1024, 4096, 16384]
     assert (frame["errors"] == 0).all() and (frame["time_us"] > 0).all()
-    assert (frame["busbw_GBps"] == frame["algbw_GBps"]).all()  # n = 2: 2(n-1)/n = 1
+    factor = frame["collective"].map({"all_reduce": 1.0, "broadcast": 1.0}).fillna(0.5)
+    assert (frame["busbw_GBps"] == frame["algbw_GBps"] * factor).all()  # n = 2
     assert set(frame["world_size"]) == {2} and set(frame["backend"]) == {"gloo"}
     (meta_file,) = tmp_path.rglob("comm_bench.json")
     meta = json.loads(meta_file.read_text())
     assert meta["bench_id"] == meta_file.parent.name and meta["bench_id"].startswith("ci-gloo-w2")
     assert meta["dtype"] == "fp32" and meta["warmup"] == 1 and meta["iters"] == 3
+    assert meta["collectives"] == list(COLLECTIVES)
     hw = meta["hardware"]
     for key in (
         "cpu",
@@ -93,6 +154,8 @@ def test_two_rank_bench_writes_table_csv_json_with_fingerprint(dpsuite, tmp_path
     assert hw["tag"] == "ci" and hw["threads_per_worker"] >= 1
     out = capfd.readouterr().out  # printed by rank 0, a child process
     assert "busbw(GB/s)" in out and "65536" in out
+    for name in COLLECTIVES:
+        assert f"# {name} (" in out
 
 
 @pytest.mark.parametrize(
@@ -105,6 +168,11 @@ def test_two_rank_bench_writes_table_csv_json_with_fingerprint(dpsuite, tmp_path
         (["--iters", "0"], "--iters must be an integer >= 1"),
         (["--workers", "two"], "invalid int value"),
         (["--backend", "nccl"], "backend=nccl needs device=cuda"),
+        (["--collective", "allreduce"], "--collective: unknown 'allreduce'"),
+        (["--collective", "all_reduce,gather"], "--collective: unknown 'gather'"),
+        (["--sizes", "1K:4K", "-e", "8K"], "give --sizes or -b/-e"),
+        (["-b", "4", "--collective", "all_gather"], "too small for all_gather on 2 ranks"),
+        (["-e", "4096G"], "do not fit in memory"),
     ],
 )
 def test_bad_input_one_line(dpsuite, tmp_path, capsys, args, message):
@@ -120,3 +188,31 @@ def test_unwritable_results_dir(dpsuite, tmp_path, capsys):
     blocker.write_text("")
     assert dpsuite("comm-bench", "--results-dir", str(blocker / "sub")) == 2
     assert "is not writable" in capsys.readouterr().err
+
+
+def test_memory_check_counts_each_collectives_buffers_and_the_hosts_ranks(tmp_path, monkeypatch):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:  4194304 kB\nMemAvailable:  1048576 kB\n")  # 1 GiB
+    monkeypatch.setattr(comm_bench, "MEMINFO", meminfo)
+
+    def bench(collective: str, sizes: str, workers: int = 2):
+        return comm_bench.resolve(
+            workers, sizes, 2, "fp32", 0, 1, "gloo", str(tmp_path), None, collectives=collective
+        )
+
+    assert bench("all_reduce", "256M").sizes == (2**28,)  # 2 x (256 + 40) MiB fit
+    with pytest.raises(UserError, match=r"all_to_all needs 552\.0 MiB per rank x 2 ranks"):
+        bench("all_reduce,all_to_all", "1K:256M")  # 2 x 256 MiB buffers on each rank
+    with pytest.raises(UserError, match="x 4 ranks on this host"):
+        bench("all_reduce", "256M", workers=4)
+
+
+def test_results_without_a_collective_read_as_all_reduce(tmp_path):
+    bench = tmp_path / "comm_bench" / "old"
+    bench.mkdir(parents=True)
+    (bench / "comm_bench.json").write_text(json.dumps({"bench_id": "old", "world_size": 2}))
+    (bench / "comm_bench.csv").write_text(
+        "size_bytes,count,dtype,time_us,algbw_GBps,busbw_GBps,errors\n1024,256,fp32,10,0.1,0.1,0\n"
+    )
+    frame = results.load_comm_bench(tmp_path)
+    assert list(frame["collective"]) == ["all_reduce"] and frame["busbw_GBps"].iloc[0] == 0.1

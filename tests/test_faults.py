@@ -65,14 +65,26 @@ def alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split(")")[1].split()[0] == "Z")
 
 
-def test_killed_worker_fails_the_run_quickly_and_stops_its_sibling(tmp_path):
+@pytest.mark.parametrize(
+    "sig,cause",
+    [
+        (signal.SIGKILL, "worker 1 died (SIGKILL)"),
+        # Its sibling then fails too ("Connection reset by peer"): the first cause is named.
+        (signal.SIGTERM, "worker 1 died (SIGTERM)"),
+        (signal.SIGSTOP, "no progress from rank 1 for 10 s: its process is stopped"),
+    ],
+    ids=["SIGKILL", "SIGTERM", "SIGSTOP"],
+)
+def test_a_failing_worker_fails_the_run_quickly_naming_it_and_stops_its_sibling(
+    tmp_path, sig, cause
+):
     proc = start(tmp_path)
     try:
         run_dir = wait_until_training(tmp_path)
         workers = workers_of(proc.pid)
         assert len(workers) == 2, workers
         t0 = time.monotonic()
-        os.kill(workers[1], signal.SIGKILL)
+        os.kill(workers[1], sig)
         proc.wait(timeout=60)
         detected_s = time.monotonic() - t0
     finally:
@@ -80,11 +92,13 @@ def test_killed_worker_fails_the_run_quickly_and_stops_its_sibling(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
     rec = json.loads((run_dir / "run.json").read_text())
     assert rec["status"] == "failed"
-    assert rec["error"].startswith("worker 1 died (SIGKILL)"), rec["error"]
+    assert rec["error"].startswith(cause), rec["error"]
     assert proc.returncode == 1
+    assert proc.stderr.read().count(": failed:") == 1, "the failure is said once"
     assert not any(alive(w) for w in workers), "the surviving worker must be stopped"
     assert len((run_dir / "epochs.csv").read_text().splitlines()) >= 3, "measured epochs kept"
-    print(f"dead worker detected and run ended in {detected_s:.1f}s")
+    assert not list((tmp_path / ".dpsuite-tmp").iterdir()), "rendezvous files removed"
+    print(f"{cause}: detected and run ended in {detected_s:.1f}s")
 
 
 def test_ctrl_c_stops_workers_marks_the_run_and_exits_130(tmp_path):

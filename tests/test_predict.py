@@ -6,6 +6,7 @@ import pytest
 from suite import results
 from suite.analysis.scaling import collectives
 from suite.analysis.scaling.compute import ComputeModel
+from suite.analysis.scaling.fit import fit_topology
 from suite.analysis.scaling.model import MIB, ScalingModel
 from suite.analysis.scaling.topology import Link, Topology
 from tests import report_trees as trees
@@ -72,6 +73,16 @@ def test_fitted_to_runs_the_model_predicts_what_it_was_fitted_on(dpsuite, tmp_pa
     model = pd.read_csv(out / "models.csv").iloc[0]
     assert model["intra_latency_us"] == pytest.approx(20, rel=1e-6)
     assert model["bucket_bytes"] == 25 * MIB and model["grad_bytes"] == 4 * PARAMS
+
+
+def test_only_all_reduce_benchmarks_fit_the_links(tmp_path):
+    write_bench(tmp_path)
+    trees.write_comm_bench(tmp_path, tag="box-a", peak=50.0, collective="all_gather")
+    bench = results.load_comm_bench(tmp_path)
+    assert set(bench["collective"]) == {"all_reduce", "all_gather"}
+    topology = fit_topology(bench)
+    assert topology.intra.latency_s == pytest.approx(LINK.latency_s, rel=1e-6)
+    assert topology.intra.s_per_byte == pytest.approx(LINK.s_per_byte, rel=1e-6)
 
 
 def test_a_profile_gives_the_network_a_one_node_measurement_lacks(dpsuite, tmp_path, capsys):
@@ -144,6 +155,9 @@ def test_published_table(dpsuite, capsys):
         (("predict", "--profile", "dgx-h100", "--workload", "tiny_gpt"), "give the RESULTS_DIR"),
         (("predict", "{tmp}", "--profile", "dgx-h100", "--workload", "tiny_gpt"), "no runs of"),
         (("predict", "--profile", "dgx-h100", "--params", "-1"), "--params must be > 0"),
+        # Used to end in a traceback (nan) or print inf ms and nan % (inf).
+        (("predict", "--profile", "dgx-h100", "--params", "nan"), "must be a finite number"),
+        (("predict", "--profile", "x", "--flops-per-sample", "inf"), "must be a finite number"),
         (
             (
                 "predict",

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from suite import results
-from suite.analysis.report import build, data, findings
+from suite.analysis.report import build, data, findings, plots
 from suite.analysis.report import critical_batch as cb
 from tests import report_trees as trees
 from tests.conftest import run_subprocess
@@ -475,6 +475,31 @@ def test_headline_says_what_to_act_on_in_five_sentences(mixed_tree, tmp_path):
     assert top.count("<li>") == 5 and page.index("headline") < page.index("<h2>Findings")
 
 
+def test_other_collectives_are_plotted_and_found_but_leave_the_all_reduce_headline(tmp_path):
+    root = tmp_path / "res"
+    trees.write_scaling(root)
+    trees.write_comm_bench(root)
+    trees.write_comm_bench(root, peak=9.0, collective="all_gather")
+    trees.write_comm_bench(root, peak=2.0, collective="broadcast")
+    written = build.build_report(root, tmp_path / "rep")
+    assert (
+        "All-reduce bus bandwidth (2 ranks, gloo) peaks at 3.94 GB/s with 16 MiB messages."
+        in written.headline
+    )
+    text = (tmp_path / "rep" / "index.md").read_text()
+    assert "peak all-reduce bus bandwidth 3.94 GB/s" in text
+    assert "peak all-gather bus bandwidth 8.86 GB/s" in text
+    assert "peak broadcast bus bandwidth 1.97 GB/s" in text
+    assert "Collective bandwidth vs message size" in text
+    comm = data.load_tree(root).comm
+    fig = plots.allreduce_bandwidth(comm)
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert labels == [
+        f"{name} · box-a · 2 ranks · gloo" for name in ("all_reduce", "all_gather", "broadcast")
+    ]
+    assert len({line.get_color() for line in fig.axes[0].get_lines()}) == 3
+
+
 def test_without_failures_or_scaling_runs_the_headline_tells_more_of_convergence(
     convergence_tree, tmp_path
 ):
@@ -885,6 +910,33 @@ def test_lars_with_its_own_base_lr_and_schedule_joins_the_other_rules(tmp_path):
         "`lars` falls more than 1 point below the batch-32 accuracy already at global batch 32; "
         "falls to 66.0 % at batch 256." in found
     )
+
+
+def test_model_flops_mfu_tokens_and_memory_are_in_the_scaling_table(dpsuite, capsys, tmp_path):
+    root = tmp_path / "res"
+    trees.write_scaling(root)
+    for run_json in root.rglob("run.json"):
+        rec = results.read_json(run_json)
+        rec["metrics"].update(
+            tokens_per_s=64 * rec["metrics"]["samples_per_s"],
+            model_tflops_per_device=0.5,
+            mfu=0.25,
+            peak_rss_mib=420.0,
+        )
+        results.write_json_atomic(run_json, rec)
+    out, _ = report(dpsuite, capsys, root, tmp_path / "rep")
+    md = (out / "index.md").read_text()
+    header = next(line for line in md.splitlines() if "efficiency_pct" in line)
+    for column in ("tokens_per_s", "model_TFLOP/s_per_device", "MFU_pct", "peak_RSS_MiB"):
+        assert column in header
+    assert "| 25 |" in md or "| 25.0 |" in md  # MFU as a percentage
+
+
+def test_columns_the_runs_lack_are_not_in_the_scaling_table(
+    dpsuite, capsys, scaling_tree, tmp_path
+):
+    out, _ = report(dpsuite, capsys, scaling_tree, tmp_path / "rep")
+    assert "MFU_pct" not in (out / "index.md").read_text()
 
 
 # ---- a steps-to-target study (runs stop at the target) ------------------------------------------

@@ -57,3 +57,51 @@ def test_shards_union_is_the_one_worker_batch(n, world, b):
         assert torch.equal(torch.sort(big).values, torch.sort(torch.cat(parts)).values)
     # a new epoch is a new shuffle
     assert not torch.equal(one[0], worker_batches(n, 1, 0, world * b, seed=5, epoch=3)[0])
+
+
+# ---- a damaged or unwritable data cache -----------------------------------------------------
+
+
+def _damage(path, how: str) -> None:
+    if how == "garbage":
+        path.write_bytes(b"not an npz file")
+    elif how == "truncated":
+        path.write_bytes(path.read_bytes()[:100])
+    elif how == "directory":
+        path.unlink()
+        path.mkdir()
+    else:  # a readable npz whose arrays are wrong
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {k: f[k] for k in f.files}
+        if how == "wrong_keys":
+            arrays["features"] = arrays.pop("x")
+        elif how == "nan":
+            arrays["x"][3, 5] = np.nan
+        elif how == "labels":
+            arrays["y"][0] = 10
+        elif how == "shape":
+            arrays["x"] = arrays["x"][:, :20]
+        np.savez(path, **arrays)
+
+
+@pytest.mark.parametrize(
+    "how", ["garbage", "truncated", "directory", "wrong_keys", "nan", "labels", "shape"]
+)
+def test_a_damaged_cache_file_is_named_and_generated_again(tmp_path, how):
+    fresh = load_or_generate(tmp_path, 500, 3)
+    path = cache_path(tmp_path, generation_args(500, 3))
+    _damage(path, how)
+    with pytest.warns(UserWarning, match=f"data cache {path} is damaged"):
+        again = load_or_generate(tmp_path, 500, 3)
+    assert all(np.array_equal(fresh[k], again[k]) for k in fresh)
+    if how != "directory":  # a directory in its place is left alone (the data stays in memory)
+        with np.load(path, allow_pickle=False) as f:
+            assert np.array_equal(f["x"], fresh["x"]), "the cache file is sound again"
+
+
+def test_an_unwritable_cache_keeps_the_data_in_memory(tmp_path):
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache directory should be")
+    with pytest.warns(UserWarning, match="cannot write the data cache"):
+        arrays = load_or_generate(blocked / "cache", 500, 3)
+    assert arrays["x"].shape == (400, 40)

@@ -21,11 +21,12 @@ commands:
   compare A B [DIR...] [--out DIR] [--fail-below RATIO]
                             results trees side by side, grouped by machine: throughput B / A
                             per configuration with its interval; exit 1 below RATIO
-  comm-bench [OPTIONS]      all-reduce microbenchmark (size, time, algbw, busbw, correctness)
-                            e.g. dpsuite comm-bench --workers 2 --sizes 1K:64M --dtype fp32
+  comm-bench [OPTIONS]      collective microbenchmark (size, time, algbw, busbw, correctness)
+                            e.g. dpsuite comm-bench --workers 2 -b 1K -e 64M --collective all
   sweep NAME [OVERRIDES...] a sweep preset from suite/conf/sweep/NAME.yaml (scaling, convergence,
                             demo, ...); rerunning it resumes: complete runs are skipped
   demo                      a small scaling + convergence sweep on this machine, then its report
+  schema                    every run.json key and CSV column: name, unit, type, meaning
   predict [RESULTS_DIR] [--profile NAME]
                             the scaling model: fitted to a results tree and validated, or a
                             workload planned on a hardware profile (dgx-h100, dgx1-v100, ...);
@@ -46,10 +47,12 @@ def _run(args: list[str]) -> int:
 
     from suite import progress
     from suite.conf import compose as preflight
+    from suite.engine.launch import read_record
     from suite.results import lock as results_lock
     from suite.results import read_status
     from suite.sweep import hydra_app
     from suite.sweep import runner as sweep
+    from suite.sweep.runner import final_detail
 
     multirun = any(a in MULTIRUN_FLAGS for a in args)
     overrides = [a for a in args if not a.startswith("-")]
@@ -78,7 +81,8 @@ def _run(args: list[str]) -> int:
         if not _leads():
             return 0  # another rank writes the run's results (a failing rank exits on its own)
         status = read_status(spec.run_dir) or "not run"  # the run's own record says how it ended
-        reporter.run_finished(spec.run_id, status)
+        record = read_record(spec.run_dir) or {}
+        reporter.run_finished(spec.run_id, status, final_detail(record))
     return 0 if status in ("complete", "diverged") else 1
 
 
@@ -139,13 +143,13 @@ def _predict(args: list[str]) -> int:
     )
     hand = parser.add_argument_group("planning a workload on --profile's hardware")
     hand.add_argument("--workload", help="its parameter and FLOP counts from RESULTS_DIR's runs")
-    hand.add_argument("--params", type=float, help="model parameters")
-    hand.add_argument("--flops-per-sample", type=float, help="forward + backward FLOPs")
-    hand.add_argument("--samples-per-s", type=float, help="measured single-GPU throughput")
+    hand.add_argument("--params", type=finite, help="model parameters")
+    hand.add_argument("--flops-per-sample", type=finite, help="forward + backward FLOPs")
+    hand.add_argument("--samples-per-s", type=finite, help="measured single-GPU throughput")
     hand.add_argument("--precision", help="peak TFLOP/s of the profile at this precision")
-    hand.add_argument("--tflops", type=float, help="peak TFLOP/s per GPU (overrides the profile)")
-    hand.add_argument("--mfu", type=float, default=0.4, help="fraction of peak achieved (0.4)")
-    hand.add_argument("--bucket-mb", type=float, default=model.DEFAULT_BUCKET_MB)
+    hand.add_argument("--tflops", type=finite, help="peak TFLOP/s per GPU (overrides the profile)")
+    hand.add_argument("--mfu", type=finite, default=0.4, help="fraction of peak achieved (0.4)")
+    hand.add_argument("--bucket-mb", type=finite, default=model.DEFAULT_BUCKET_MB)
     a = parser.parse_args(args)
     if a.batch < 1 or a.max_workers < 1:
         raise UserError("--batch and --max-workers must be >= 1")
@@ -191,20 +195,31 @@ def _comm_bench(args: list[str]) -> int:
 
     p = ArgParser(
         prog="dpsuite comm-bench",
-        description="All-reduce microbenchmark (nccl-tests all_reduce_perf definitions): "
-        "time, algbw = S/t and busbw = algbw*2(n-1)/n per message size, with a correctness "
-        "check. Writes RESULTS_DIR/comm_bench/<bench_id>/comm_bench.{csv,json}.",
+        description="Collective microbenchmark (nccl-tests definitions): time, algbw = S/t and "
+        "busbw = algbw x the collective's factor per message size, with a correctness check. "
+        "Writes RESULTS_DIR/comm_bench/<bench_id>/comm_bench.{csv,json}.",
     )
     p.add_argument("--workers", type=int, default=2, help="ranks on this host (default 2)")
     p.add_argument(
+        "--collective",
+        default=comm_bench.DEFAULT_COLLECTIVE,
+        help="all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, a comma list of "
+        "them, or all (default all_reduce)",
+    )
+    p.add_argument(
         "--sizes",
-        default=comm_bench.DEFAULT_SIZES,
         help="a range LO:HI stepped by --factor, or a list 1K,1M,64M (default 1K:256M)",
     )
-    p.add_argument("--factor", type=int, default=2, help="range step factor (default 2)")
+    p.add_argument("-b", "--minbytes", help="smallest size of the range (as nccl-tests)")
+    p.add_argument("-e", "--maxbytes", help="largest size of the range (as nccl-tests)")
+    p.add_argument(
+        "-f", "--factor", "--stepfactor", type=int, default=2, help="range step (default 2)"
+    )
     p.add_argument("--dtype", default="fp32", help="fp32 or bf16 (default fp32)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed all-reduces per size")
-    p.add_argument("--iters", type=int, default=20, help="timed all-reduces per size")
+    p.add_argument(
+        "-w", "--warmup", "--warmup_iters", type=int, default=5, help="untimed runs per size"
+    )
+    p.add_argument("-n", "--iters", type=int, default=20, help="timed runs per size")
     p.add_argument("--backend", default="auto", help="auto (nccl on CUDA, else gloo), gloo, nccl")
     p.add_argument("--results-dir", default="results", help="where comm_bench/ goes")
     p.add_argument("--tag", default=None, help="your name for this machine")
@@ -212,7 +227,7 @@ def _comm_bench(args: list[str]) -> int:
     joined = ranks_from_env()
     spec = comm_bench.resolve(
         a.workers,
-        a.sizes,
+        comm_bench.sizes_text(a.sizes, a.minbytes, a.maxbytes),
         a.factor,
         a.dtype,
         a.warmup,
@@ -222,6 +237,8 @@ def _comm_bench(args: list[str]) -> int:
         a.tag,
         world_size=joined.world_size if joined else None,
         local_world_size=joined.local_world_size if joined else None,
+        collectives=a.collective,
+        local_rank=joined.local_rank if joined else None,
     )
     return comm_bench.run(spec)
 
@@ -239,6 +256,22 @@ def _demo(args: list[str]) -> int:
         print(help.dry_run("demo", [a for a in args if not a.startswith("-")]))
         return 0
     return run_demo(args)
+
+
+def finite(text: str) -> float:
+    """An argparse type: a finite number (nan and inf are typos, not values)."""
+    import math
+
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
+def _export(args: list[str]) -> int:
+    from suite.cli.export import export
+
+    return export(args)
 
 
 class ArgParser(argparse.ArgumentParser):
@@ -304,6 +337,18 @@ def _compare(args: list[str]) -> int:
     return 1 if len(compared.regressed) else 0
 
 
+def _schema(args: list[str]) -> int:
+    parser = ArgParser(
+        prog="dpsuite schema",
+        description="Every run.json key and CSV column: name, unit, type and meaning.",
+    )
+    parser.parse_args(args)
+    from suite.results import schema
+
+    print(schema.markdown())
+    return 0
+
+
 COMMANDS = {
     "run": _run,
     "sweep": _sweep,
@@ -312,6 +357,8 @@ COMMANDS = {
     "predict": _predict,
     "comm-bench": _comm_bench,
     "demo": _demo,
+    "schema": _schema,
+    "export": _export,
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import os
 from dataclasses import dataclass, field
 
 from hydra import compose, initialize_config_module
@@ -240,6 +241,7 @@ def plan(overrides: list[str], multirun: bool, writing: bool = True) -> Plan:
     points = sweep_points(overrides, grid if multirun else None) if multirun else [overrides]
     if len(points) > MAX_CHECKED_POINTS:
         raise UserError(f"the sweep has {len(points)} runs; at most {MAX_CHECKED_POINTS} per sweep")
+    _check_rank_environment()
     ranks = ranks_from_env()
     composer = PointComposer()
     specs = []
@@ -284,6 +286,22 @@ def _selects_group(override) -> bool:
 
 def _is_sweep(override: str) -> bool:
     return any(o.is_sweep_override() for o in _parse([override]))
+
+
+def _check_rank_environment() -> None:
+    """RANK and WORLD_SIZE without a rendezvous address are left over from another job (an
+    exported shell, a notebook), not set by torchrun: joining would wait for ranks that never
+    come."""
+    env = os.environ
+    if (
+        "RANK" in env
+        and "WORLD_SIZE" in env
+        and not ("MASTER_ADDR" in env and "MASTER_PORT" in env)
+    ):
+        raise UserError(
+            f"RANK={env['RANK']} and WORLD_SIZE={env['WORLD_SIZE']} are set but MASTER_ADDR and "
+            "MASTER_PORT are not: left over from another job? Unset them (torchrun sets all four)"
+        )
 
 
 def _reject_composite_preset(cfg: DictConfig) -> None:

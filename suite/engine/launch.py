@@ -37,10 +37,10 @@ VOLATILE_KEYS = ("results_dir", "force", "cache_dir", "ddp.start_method", "ddp.t
 KEPT_STATUSES = ("complete", "diverged")
 
 
-def base_record(spec: RunSpec, local_workers: int) -> dict:
-    procs = 1 if spec.cfg.mode == "simulated" else local_workers
+def base_record(spec: RunSpec) -> dict:
+    """run.json as a run starts: its summary, config and the fingerprint of this machine."""
     hardware = fingerprint(
-        spec.cfg.hardware.tag, spec.backend, procs, spec.threads_per_worker, usable_cores()
+        spec.cfg.hardware.tag, spec.backend, spec.processes, spec.threads_per_worker, usable_cores()
     )
     return {**spec.summary(), "config": spec.config, "hardware": hardware, "metrics": {}}
 
@@ -95,7 +95,7 @@ def reuse_blocker(
 def reusable(spec: RunSpec, this_machine: bool = True) -> bool:
     """Whether ``spec`` would be skipped because its complete result stands (on this machine,
     or, with ``this_machine=False``, wherever it was measured)."""
-    machine = base_record(spec, spec.workers)["hardware"]["machine_id"] if this_machine else None
+    machine = base_record(spec)["hardware"]["machine_id"] if this_machine else None
     return reuse_blocker(spec, read_record(spec.run_dir), machine) is None
 
 
@@ -147,7 +147,7 @@ def launch(spec: RunSpec) -> str:
     joined = dd.ranks_from_env()
     if joined is not None:
         return join_existing(spec, joined)
-    record = base_record(spec, spec.workers)
+    record = base_record(spec)
     previous = read_record(spec.run_dir)
     blocker = reuse_blocker(spec, previous, record["hardware"]["machine_id"])
     if blocker is None:
@@ -176,7 +176,7 @@ def join_existing(spec: RunSpec, ranks: Ranks) -> str:
     decision: list[Any] = [None, None]  # [skip, the attempt's directory], decided by rank 0
     attempt, writer = None, None
     if ranks.rank == 0:
-        record = base_record(spec, ranks.local_world_size)
+        record = base_record(spec)
         previous = read_record(spec.run_dir)
         skip = reuse_blocker(spec, previous, record["hardware"]["machine_id"]) is None
         if not skip:

@@ -1,15 +1,17 @@
-"""`dpsuite comm-bench`: an all-reduce microbenchmark in the spirit of nccl-tests' all_reduce_perf.
+"""`dpsuite comm-bench`: collective microbenchmarks in the spirit of nccl-tests' *_perf tools.
 
-Definitions are nccl-tests' (doc/PERFORMANCE.md). For a message of S bytes all-reduced by n ranks
-in t seconds: algbw = S / t, and busbw = algbw * 2(n-1)/n, the rate each rank's link must sustain
-(a ring all-reduce sends and receives 2(n-1)/n * S per rank), which is comparable across n. GB/s
-are 1e9 bytes/s. The time t is the mean over ``iters`` back-to-back in-place sum all-reduces on
-each rank, after ``warmup`` untimed ones, then the max across ranks (the slowest rank).
+Definitions are nccl-tests' (doc/PERFORMANCE.md; per collective in ``collectives``). For a
+message of S bytes in t seconds on n ranks: algbw = S / t, and busbw = algbw x the collective's
+factor (all_reduce 2(n-1)/n), comparable across n. GB/s are 1e9 bytes/s. The time t is the mean
+over ``iters`` back-to-back collectives on each rank, after ``warmup`` untimed ones, then the max
+across ranks (the slowest rank).
 
-Correctness (nccl-tests' ``-c``): before timing, every size is all-reduced once from a known
-pattern, x_r[i] = ((i + r) mod 4) + 1 on rank r, and every element of the result is compared with
-the exact sum; the ``errors`` column counts wrong elements over all ranks. The pattern's partial
-sums are small integers, exact in fp32, and in bf16 up to 64 ranks.
+Correctness (nccl-tests' ``-c``): before timing, every size runs once from a known pattern and
+every element of every rank's output is compared with what it must be; the ``errors`` column
+counts wrong elements over all ranks.
+
+Memory is checked before any process starts: the buffers of the largest message, on every rank
+of this host, must fit in what the host (MemAvailable) or each GPU (free memory) has.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from suite.conf.run_spec import check_writable, resolve_backend, usable_cores
 from suite.engine import distributed as dd
 from suite.engine.distributed import Ranks
 from suite.errors import UserError
+from suite.measure.collectives import CHUNK, COLLECTIVES, ROOT, Collective, count_wrong
 from suite.measure.fingerprint import fingerprint
 from suite.measure.step_timer import wait_for_device
 from suite.results import COMM_BENCH_JSON, now_iso, read_json, write_comm_bench
@@ -40,10 +43,13 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # of partial sums in bf16 beyond 64 ranks).
 TOLERANCE = {"fp32": 1e-6, "bf16": 1e-2}
 UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
-PATTERN_PERIOD = 4
-CHUNK = 1 << 20  # elements handled at a time when filling and checking (bounded memory)
 DEFAULT_SIZES = "1K:256M"
+DEFAULT_COLLECTIVE = "all_reduce"
 TIMEOUT_S = 600.0
+# Temporaries of the correctness check per rank: a chunk of indices, expected and received
+# values (float64) and their comparison.
+CHECK_BYTES = CHUNK * 40
+MEMINFO = Path("/proc/meminfo")
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,7 @@ class BenchSpec:
     """A validated comm-bench invocation."""
 
     workers: int
+    collectives: tuple[str, ...]
     sizes: tuple[int, ...]
     dtype: str
     warmup: int
@@ -93,50 +100,40 @@ def parse_sizes(text: str, factor: int) -> tuple[int, ...]:
     return sizes
 
 
-def bus_factor(world_size: int) -> float:
-    """nccl-tests' all-reduce bus bandwidth factor 2(n-1)/n."""
-    return 2 * (world_size - 1) / world_size
+def sizes_text(sizes: str | None, minbytes: str | None, maxbytes: str | None) -> str:
+    """The sizes to parse: --sizes, or the range nccl-tests' -b/-e give (the other end from the
+    default range when one is missing)."""
+    if sizes is not None and (minbytes or maxbytes):
+        raise UserError("give --sizes or -b/-e (--minbytes/--maxbytes), not both")
+    if sizes is not None:
+        return sizes
+    lo, _, hi = DEFAULT_SIZES.partition(":")
+    return f"{minbytes or lo}:{maxbytes or hi}"
 
 
-def bandwidths(size_bytes: int, time_s: float, world_size: int) -> tuple[float, float]:
-    """(algbw, busbw) in GB/s (1e9 bytes/s) for one all-reduce of ``size_bytes``."""
+def parse_collectives(text: str) -> tuple[str, ...]:
+    """'all_reduce', 'all_gather,broadcast' or 'all' -> the collectives' names, in that order."""
+    names = list(COLLECTIVES) if text.strip() == "all" else [t.strip() for t in text.split(",")]
+    unknown = [n for n in names if n not in COLLECTIVES]
+    if unknown or not names:
+        raise UserError(
+            f"--collective: unknown '{','.join(unknown) or text}' "
+            f"(choose from {', '.join(COLLECTIVES)}, or all)"
+        )
+    return tuple(dict.fromkeys(names))
+
+
+def bus_factor(world_size: int, collective: str = DEFAULT_COLLECTIVE) -> float:
+    """nccl-tests' bus bandwidth factor of a collective (all_reduce: 2(n-1)/n)."""
+    return COLLECTIVES[collective].bus_factor(world_size)
+
+
+def bandwidths(
+    size_bytes: int, time_s: float, world_size: int, collective: str = DEFAULT_COLLECTIVE
+) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s (1e9 bytes/s) for one collective on a message of ``size_bytes``."""
     algbw = size_bytes / time_s / 1e9
-    return algbw, algbw * bus_factor(world_size)
-
-
-# ---- correctness ---------------------------------------------------------------------------
-
-
-def fill_pattern(buf: torch.Tensor, rank: int) -> None:
-    """x_r[i] = ((i + r) mod 4) + 1."""
-    for start in range(0, buf.numel(), CHUNK):
-        end = min(start + CHUNK, buf.numel())
-        i = torch.arange(start, end, device=buf.device)
-        buf[start:end] = ((i + rank) % PATTERN_PERIOD + 1).to(buf.dtype)
-
-
-def expected_sums(world_size: int) -> torch.Tensor:
-    """The exact all-reduced value at positions i = 0..3 (mod 4), in float64."""
-    return torch.tensor(
-        [
-            sum((k + r) % PATTERN_PERIOD + 1 for r in range(world_size))
-            for k in range(PATTERN_PERIOD)
-        ],
-        dtype=torch.float64,
-    )
-
-
-def count_wrong(result: torch.Tensor, world_size: int, dtype: str) -> int:
-    """How many elements of an all-reduced pattern differ from the exact sum."""
-    expect = expected_sums(world_size).to(result.device)
-    wrong = 0
-    for start in range(0, result.numel(), CHUNK):
-        end = min(start + CHUNK, result.numel())
-        want = expect[torch.arange(start, end, device=result.device) % PATTERN_PERIOD]
-        got = result[start:end].to(torch.float64)
-        ok = torch.isclose(got, want, rtol=TOLERANCE[dtype], atol=0.0)
-        wrong += int((~ok).sum())
-    return wrong
+    return algbw, algbw * bus_factor(world_size, collective)
 
 
 # ---- validation ----------------------------------------------------------------------------
@@ -154,12 +151,19 @@ def resolve(
     tag: str | None,
     world_size: int | None = None,
     local_world_size: int | None = None,
+    collectives: str = DEFAULT_COLLECTIVE,
+    local_rank: int | None = None,
 ) -> BenchSpec:
-    """Check every argument before any process starts. Raises UserError on bad input."""
+    """Check every argument before any process starts. Raises UserError on bad input.
+
+    ``local_rank``: this process's rank on its host when it is one rank of a torchrun/srun job
+    (it then checks its own GPU's memory only); None when the benchmark starts its ranks.
+    """
     if world_size is not None:  # under torchrun/srun the job decides the world size
         workers = world_size
     if workers < 1:
         raise UserError(f"--workers must be an integer >= 1, got {workers}")
+    names = parse_collectives(collectives)
     if dtype not in DTYPES:
         raise UserError(f"--dtype must be one of {', '.join(DTYPES)}, got '{dtype}'")
     if warmup < 0:
@@ -171,15 +175,23 @@ def resolve(
     for s in parsed:
         if s < elem or s % elem:
             raise UserError(f"size {s} bytes is not a positive multiple of {elem} ({dtype})")
+    split = [n for n in names if COLLECTIVES[n].split]
+    if split and min(parsed) < workers * elem:
+        raise UserError(
+            f"size {min(parsed)} bytes is too small for {split[0]} on {workers} ranks: it needs "
+            f"one {dtype} element per rank, at least {workers * elem} bytes"
+        )
     local = local_world_size or workers
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     backend = resolve_backend(backend, "cuda" if gpus else "cpu")
     device = "cuda" if backend == "nccl" else "cpu"
     if device == "cuda" and local > gpus:
         raise UserError(f"--workers={local} but only {gpus} CUDA device(s): one GPU per rank")
+    check_memory(names, parsed, workers, local, device, local_rank)
     check_writable(results_dir)
     return BenchSpec(
         workers=workers,
+        collectives=names,
         sizes=parsed,
         dtype=dtype,
         warmup=warmup,
@@ -192,34 +204,94 @@ def resolve(
     )
 
 
+# ---- memory --------------------------------------------------------------------------------
+
+
+def mem_available() -> int | None:
+    """The host's MemAvailable in bytes (None where /proc/meminfo has none)."""
+    try:
+        for line in MEMINFO.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def human_size(n: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def check_memory(
+    names: tuple[str, ...],
+    sizes: tuple[int, ...],
+    world: int,
+    local: int,
+    device: str,
+    local_rank: int | None,
+) -> None:
+    """Refuse sizes whose buffers, on every rank of this host, do not fit in free memory.
+
+    Sizes run one after another, so the largest buffer set of any collective is what counts:
+    per rank on a GPU (each rank has its own), times the host's ranks in host memory.
+    """
+    need, name = max(
+        (COLLECTIVES[n].buffer_bytes(max(sizes), world) + CHECK_BYTES, n) for n in names
+    )
+    if device == "cuda":
+        # Asking creates this process's CUDA context on each GPU; what is free is measured
+        # after it, so the context this command holds is accounted for.
+        ranks = [local_rank] if local_rank is not None else range(local)
+        available = min(torch.cuda.mem_get_info(r)[0] for r in ranks)
+        where, total = "free on a GPU", need
+    else:
+        available = mem_available()
+        where, total = "available (MemAvailable)", need * local
+    if available is None or total <= available:
+        return
+    per_host = f" x {local} ranks on this host = {human_size(total)}" if device == "cpu" else ""
+    raise UserError(
+        f"messages of {human_size(max(sizes))} do not fit in memory: {name} needs "
+        f"{human_size(need)} per rank{per_host}, {human_size(available)} {where}; "
+        "lower the largest size (--sizes or -e)"
+    )
+
+
 # ---- measurement ---------------------------------------------------------------------------
 
 
-def measure_size(size: int, spec: BenchSpec, ranks: Ranks, device: torch.device) -> dict[str, Any]:
-    """Check, then time, the all-reduce of one message size; the row of the results table."""
-    count = size // DTYPES[spec.dtype].itemsize
-    buf = torch.empty(count, dtype=DTYPES[spec.dtype], device=device)
-    fill_pattern(buf, ranks.rank)
-    dist.all_reduce(buf)
-    wrong = count_wrong(buf, ranks.world_size, spec.dtype)
-    buf.fill_(1)
+def measure_size(
+    collective: Collective, size: int, spec: BenchSpec, ranks: Ranks, device: torch.device
+) -> dict[str, Any]:
+    """Check, then time, one collective on one message size; the row of the results table."""
+    world, dtype = ranks.world_size, DTYPES[spec.dtype]
+    count = collective.count(size, dtype.itemsize, world)
+    inp, out = collective.buffers(count, world, ranks.rank, dtype, device)
+    collective.run(out, inp)
+    wrong = count_wrong(collective, out, ranks.rank, world, count // world, TOLERANCE[spec.dtype])
+    if out is inp:
+        inp.zero_()  # repeated in-place sums of zeros stay finite, however many iterations
     for _ in range(spec.warmup):
-        dist.all_reduce(buf)
+        collective.run(out, inp)
     wait_for_device(device)
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(spec.iters):
-        dist.all_reduce(buf)
+        collective.run(out, inp)
     wait_for_device(device)
     elapsed = (time.perf_counter() - t0) / spec.iters
     t = torch.tensor([elapsed], dtype=torch.float64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     errors = torch.tensor([wrong], dtype=torch.float64, device=device)
     dist.all_reduce(errors)
-    time_s = float(t)
-    algbw, busbw = bandwidths(size, time_s, ranks.world_size)
+    time_s, size_bytes = float(t), count * dtype.itemsize
+    algbw, busbw = bandwidths(size_bytes, time_s, world, collective.name)
     return {
-        "size_bytes": size,
+        "collective": collective.name,
+        "size_bytes": size_bytes,
         "count": count,
         "dtype": spec.dtype,
         "time_us": time_s * 1e6,
@@ -255,25 +327,35 @@ def bench_dir_for(spec: BenchSpec, hostname: str) -> Path:
     return path
 
 
+PLACEMENT = {
+    "all_reduce": "sum, in place",
+    "all_gather": "out of place",
+    "reduce_scatter": "sum, out of place",
+    "broadcast": f"root {ROOT}, in place",
+    "all_to_all": "out of place",
+}
+
+
 def run_rank(spec: BenchSpec, ranks: Ranks, init_method: str, bench_dir: Path | None) -> None:
-    """One rank of the benchmark; rank 0 prints the table and writes the results."""
+    """One rank of the benchmark; rank 0 prints the tables and writes the results."""
     torch.set_num_threads(spec.threads_per_worker)
     device = dd.device_for(spec.device, ranks.local_rank)
     dd.init_group(spec.backend, ranks, init_method, TIMEOUT_S)
     try:
         started = now_iso()
-        if ranks.rank == 0:
-            print(
-                f"# all_reduce (sum, in place): {ranks.world_size} ranks, {spec.backend}, "
-                f"warmup {spec.warmup}, iters {spec.iters}",
-                flush=True,
-            )
-            print(HEADER, flush=True)
         rows = []
-        for size in spec.sizes:
-            rows.append(measure_size(size, spec, ranks, device))
+        for name in spec.collectives:
             if ranks.rank == 0:
-                print(format_row(rows[-1]), flush=True)
+                print(
+                    f"# {name} ({PLACEMENT[name]}): {ranks.world_size} ranks, {spec.backend}, "
+                    f"warmup {spec.warmup}, iters {spec.iters}",
+                    flush=True,
+                )
+                print(HEADER, flush=True)
+            for size in spec.sizes:
+                rows.append(measure_size(COLLECTIVES[name], size, spec, ranks, device))
+                if ranks.rank == 0:
+                    print(format_row(rows[-1]), flush=True)
         if ranks.rank == 0:
             bench_dir = bench_dir or bench_dir_for(spec, socket.gethostname())
             write_results(spec, ranks, rows, started, bench_dir)
@@ -289,8 +371,9 @@ def write_results(
     )
     meta = {
         "bench_id": bench_dir.name,
-        "op": "all_reduce",
+        "collectives": list(spec.collectives),
         "reduce_op": "sum",
+        "broadcast_root": ROOT,
         "world_size": ranks.world_size,
         "backend": spec.backend,
         "device": spec.device,
@@ -298,19 +381,21 @@ def write_results(
         "warmup": spec.warmup,
         "iters": spec.iters,
         "sizes": list(spec.sizes),
-        "time_definition": "mean per all-reduce over iters on each rank, max across ranks",
-        "busbw_factor": bus_factor(ranks.world_size),
+        "time_definition": "mean per collective over iters on each rank, max across ranks",
+        "busbw_factors": {n: bus_factor(ranks.world_size, n) for n in spec.collectives},
         "threads_per_worker": spec.threads_per_worker,
         "errors_total": sum(r["errors"] for r in rows),
-        "config": asdict(spec) | {"sizes": list(spec.sizes)},
+        "config": asdict(spec) | {"sizes": list(spec.sizes), "collectives": list(spec.collectives)},
         "hardware": hardware,
         "started_at": started,
         "finished_at": now_iso(),
     }
     write_comm_bench(bench_dir, meta, rows)
-    big = [r["busbw_GBps"] for r in rows if r["size_bytes"] >= 2**20]
-    if big:
-        print(f"# avg busbw (sizes >= 1 MiB): {sum(big) / len(big):.3f} GB/s")
+    for name in spec.collectives:
+        mine = [r for r in rows if r["collective"] == name]
+        big = [r["busbw_GBps"] for r in mine if r["size_bytes"] >= 2**20]
+        if big:
+            print(f"# {name}: avg busbw (sizes >= 1 MiB): {sum(big) / len(big):.3f} GB/s")
     verdict = "OK" if not meta["errors_total"] else "WRONG RESULTS"
     print(f"# wrong values: {meta['errors_total']} {verdict}")
     print(f"# wrote {bench_dir}", flush=True)

@@ -1,4 +1,12 @@
-"""Hardware and software fingerprint recorded with every result, so runs group by machine."""
+"""Hardware and software fingerprint recorded with every result, so runs group by machine.
+
+It is taken at the start of every run, so what cannot change within a process (CPU, GPUs and
+their links, driver, libraries) is read once per process. Facts come from libraries where one
+reads them: py-cpuinfo for the CPU model (/proc/cpuinfo as a fallback), PyTorch's
+``torch.utils.collect_env`` for the OS, C library, NVIDIA driver and GPU models, and NVML
+(``nvidia-ml-py``, the ``[nvml]`` extra) where a GPU is present for the driver, GPU models, PCIe
+links and the NVLink/PCIe path between every pair of GPUs, as ``nvidia-smi topo -m`` shows it.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +20,52 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+# Environment variables that change how communication and compute run (NCCL's algorithms and
+# transports, thread counts and pinning, allocator settings, visible devices).
+ENV_PREFIXES = (
+    "NCCL_",
+    "TORCH_",
+    "PYTORCH_",
+    "CUDA_",
+    "GLOO_",
+    "TP_SOCKET_IFNAME",
+    "UCX_",
+    "FI_",
+    "OMP_",
+    "MKL_",
+    "KMP_",
+    "GOMP_",
+    "NVIDIA_TF32_OVERRIDE",
+)
+NOT_RECORDED = ("KEY", "TOKEN", "SECRET", "PASSWORD")  # never write credentials into results
+
+
+def relevant_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables among ``environ`` that can change a measurement, sorted by name."""
+    return {
+        k: environ[k]
+        for k in sorted(environ)
+        if k.startswith(ENV_PREFIXES) and not any(word in k for word in NOT_RECORDED)
+    }
+
+
+# Read when the process starts: dpsuite sets OMP_NUM_THREADS and GLOO_SOCKET_IFNAME for the
+# workers it spawns, so a later read in a sweep would show the previous run's values, not the
+# environment the command was started in (what workers were given is ``threads_per_worker``).
+STARTING_ENV = relevant_env(os.environ)
+
 
 @cache
 def cpu_model() -> str:
+    """The CPU's model name from py-cpuinfo; /proc/cpuinfo or the platform without it."""
+    try:
+        import cpuinfo
+
+        brand = cpuinfo.get_cpu_info().get("brand_raw")
+        if brand:
+            return str(brand).strip()
+    except Exception:  # not installed, or it could not read this machine: use the fallbacks
+        pass
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
@@ -36,6 +87,48 @@ def accelerator_info() -> dict[str, Any]:
         "accelerator_count": torch.cuda.device_count(),
         "accelerator_memory_gib": round(props.total_memory / 2**30, 1),
     }
+
+
+@cache
+def system_software() -> dict[str, Any]:
+    """OS release, C library and whether torch is a debug build (torch.utils.collect_env)."""
+    import torch
+    from torch.utils import collect_env
+
+    return {
+        "os_release": collect_env.get_os(collect_env.run),
+        "libc": collect_env.get_libc_version(),
+        "torch_debug_build": bool(torch.version.debug),
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+    }
+
+
+@cache
+def gpu_details() -> dict[str, Any]:
+    """Driver, GPU models, PCIe links and GPU-to-GPU paths; all None without a GPU.
+
+    From NVML where nvidia-ml-py is installed, else driver and models from collect_env (which
+    asks nvidia-smi) and no topology.
+    """
+    import torch
+
+    details: dict[str, Any] = dict.fromkeys(GPU_KEYS)
+    if not torch.cuda.is_available():
+        return details
+    from suite.measure import gpu_topology
+
+    try:
+        details.update(gpu_topology.nvml_details())
+    except gpu_topology.NvmlUnavailable:
+        from torch.utils import collect_env
+
+        models = collect_env.get_gpu_info(collect_env.run) or ""
+        details["gpu_driver"] = collect_env.get_nvidia_driver_version(collect_env.run)
+        details["gpu_models"] = "; ".join(line.strip() for line in models.splitlines()) or None
+    return details
+
+
+GPU_KEYS = ("gpu_driver", "gpu_models", "gpu_pcie", "gpu_nvlinks", "gpu_topology")
 
 
 def nccl_version() -> str | None:
@@ -74,9 +167,12 @@ def fingerprint(
         "nccl": nccl_version(),
         "python": platform.python_version(),
         "os": platform.platform(),
+        **system_software(),
+        **gpu_details(),
         "workers_per_host": workers_per_host,
         "threads_per_worker": threads_per_worker,
         "oversubscribed": oversubscribed(workers_per_host, threads_per_worker, cores, allocated),
+        "env": dict(STARTING_ENV),
     }
     fp["machine_id"] = machine_id(fp)
     return fp

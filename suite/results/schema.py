@@ -255,3 +255,20 @@ def lookup(column: str) -> Field | None:
     if column.startswith("grad_noise_scale."):
         return next((f for f in GRAD_NOISE_SCALE if f.name == column.split(".", 1)[1]), None)
     return next((f for f in (*RUN, *METRICS) if f.name == column), None)
+
+
+def markdown() -> str:
+    """Every key and column as Markdown tables (``dpsuite schema``)."""
+    parts = []
+    sections = (
+        ("run.json", RUN),
+        ("run.json metrics", METRICS),
+        ("run.json metrics.grad_noise_scale", GRAD_NOISE_SCALE),
+        ("epochs.csv", EPOCHS),
+        ("steps.csv", STEPS),
+    )
+    for title, section in sections:
+        parts += [f"### {title}", "", "| name | unit | type | meaning |", "|---|---|---|---|"]
+        parts += [f"| `{f.name}` | {f.unit} | {f.type} | {f.meaning} |" for f in section]
+        parts.append("")
+    return "\n".join(parts)

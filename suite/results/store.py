@@ -226,12 +226,14 @@ def effective_status(rec: Mapping[str, Any]) -> str:
     return "running"
 
 
-# ---- all-reduce microbenchmark results (`dpsuite comm-bench`) -------------------------------
+# ---- collective microbenchmark results (`dpsuite comm-bench`) --------------------------------
 # RESULTS_DIR/comm_bench/<bench_id>/comm_bench.json holds the metadata (hardware fingerprint,
-# world_size, backend, dtype, warmup, iters, ...) and comm_bench.csv one row per message size.
+# world_size, backend, dtype, warmup, iters, ...) and comm_bench.csv one row per collective and
+# message size.
 COMM_BENCH_JSON = "comm_bench.json"
 COMM_BENCH_CSV = "comm_bench.csv"
 COMM_BENCH_COLUMNS = [
+    "collective",
     "size_bytes",
     "count",
     "dtype",
@@ -255,10 +257,11 @@ def write_comm_bench(
 
 
 def load_comm_bench(path: str | Path) -> pd.DataFrame:
-    """Every comm-bench result below ``path``: one row per (bench, message size).
+    """Every comm-bench result below ``path``: one row per (bench, collective, message size).
 
     Columns: the CSV's, plus ``bench_id, world_size, backend, bench_dir`` and ``hardware.*``.
-    Unreadable files are skipped with a warning naming the file.
+    Results written before other collectives were measured read as ``all_reduce``. Unreadable
+    files are skipped with a warning naming the file.
     """
     frames = []
     for meta_file in sorted(Path(path).rglob(COMM_BENCH_JSON)):
@@ -266,6 +269,11 @@ def load_comm_bench(path: str | Path) -> pd.DataFrame:
         try:
             meta = read_json(meta_file)
             frame = pd.read_csv(csv_file)
+            if "collective" not in frame.columns:
+                frame.insert(0, "collective", pd.Series(dtype=object))
+            frame["collective"] = (
+                frame["collective"].astype(object).fillna(meta.get("op", "all_reduce"))
+            )
             missing = set(COMM_BENCH_COLUMNS) - set(frame.columns)
             if missing:
                 raise ValueError(f"missing columns {sorted(missing)}")

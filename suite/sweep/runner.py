@@ -178,14 +178,7 @@ class Sweep:
             if job is not None:  # a run here shows in the progress bars already
                 reporter.note(f"{run_id}: running on {record.get('host')} (job {job.job_id})")
             return
-        detail = ""
-        if job is not None:
-            acc = (record.get("metrics") or {}).get("final_eval_acc")
-            detail = f"eval_acc {100 * acc:.2f}%  " if isinstance(acc, float) else ""
-            detail += f"(job {job.job_id})"
-            if status == "failed":
-                detail += f": {record.get('error')}"
-        reporter.run_finished(run_id, status, detail)
+        reporter.run_finished(run_id, status, final_detail(record, job.job_id if job else None))
 
     def finished(self, run_id: str) -> bool:
         return self.runs.get(run_id) not in ("pending", "running")
@@ -350,6 +343,18 @@ def _manifest_job_ids(results_dir: Path) -> list[str]:
     except (OSError, ValueError, AttributeError):
         return []
     return [str(j["job_id"]) for j in jobs.values() if isinstance(j, dict) and "job_id" in j]
+
+
+def final_detail(record: dict[str, Any], job_id: str | None = None) -> str:
+    """What a finished run's line says, from its run.json (never from progress events, which a
+    stopped or busy terminal may have missed): its final accuracy, its job, why it failed."""
+    acc = (record.get("metrics") or {}).get("final_eval_acc")
+    detail = f"eval_acc {100 * acc:.2f}%" if isinstance(acc, (int, float)) else ""
+    if job_id is not None:
+        detail += f"  (job {job_id})"
+    if record.get("status") == "failed" and record.get("error"):
+        detail += f": {record['error']}"
+    return detail.strip()
 
 
 def _summary_rank(status: str) -> int:

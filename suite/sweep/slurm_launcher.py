@@ -61,7 +61,7 @@ NEVER_EXPLAINED = {
 
 def cpus_needed(spec: Any, tasks_per_node: int) -> int:
     """Cores one task of a run's job needs: its processes x threads per worker (default 1)."""
-    procs = 1 if tasks_per_node > 1 or spec.cfg.mode == "simulated" else spec.workers
+    procs = 1 if tasks_per_node > 1 else spec.processes
     return procs * int(spec.config.get("threads_per_worker") or 1)
 
 

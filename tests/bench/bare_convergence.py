@@ -54,8 +54,10 @@ def peak_lr(rule: str, batch: int) -> float:
 
 
 def lr_at(step: int, rule: str, batch: int, steps_per_epoch: int, total: int) -> float:
-    warm = min(round(WARMUP_EPOCHS * steps_per_epoch), total) if rule == "linear_warmup" else 0
     peak = peak_lr(rule, batch)
+    # Gradual warmup only rises: none at the base batch, where the peak is base_lr.
+    rises = rule == "linear_warmup" and peak > BASE_LR
+    warm = min(round(WARMUP_EPOCHS * steps_per_epoch), total) if rises else 0
     if step < warm:
         return BASE_LR + (peak - BASE_LR) * step / warm
     progress = min(max((step - warm) / max(total - warm, 1), 0.0), 1.0)

@@ -1,11 +1,12 @@
 """dpsuite's measurement overhead against the bare reference loops, as two ratios.
 
-    python tests/bench/overhead.py [--repeats 2] [--only train|comm] [--workloads NAME ...]
+    python tests/bench/overhead.py [--repeats 5] [--only train|comm] [--workloads NAME ...]
                                    [--suite-overrides KEY=VALUE ...]
 
 1. throughput: ``samples_per_s`` of ``dpsuite run`` / the bare DDP loop's (reference/bare_ddp.py),
-   for mnist1d_mlp and cifar_resnet on 2 workers with the same per-worker batch, threads and
-   number of timed steps (the bare loop runs on random data of the same shapes);
+   for mnist1d_mlp (per-worker batch 32 and 128) and cifar_resnet on 2 workers with the same
+   per-worker batch, threads and number of timed steps (the bare loop runs on random data of
+   the same shapes);
 2. bandwidth: ``busbw`` of ``dpsuite comm-bench`` / the bare all-reduce loop's
    (reference/bare_allreduce.py) at 1, 4, 16 and 64 MiB, fp32, 2 ranks;
 3. noise scale (``--only noise``): ``samples_per_s`` with the gradient noise scale measured
@@ -41,6 +42,11 @@ TRAIN_CASES = {
         ["workload=mnist1d_mlp", "workload.num_samples=25000", "batch.per_worker=32"]
         + ["train.epochs=1", "train.max_steps=305", "train.eval_at_start=false"],
         ["--model", "mlp", "--batch", "32", "--steps", "300", "--samples", "20000"],
+    ),
+    "mnist1d_mlp-128": (
+        ["workload=mnist1d_mlp", "workload.num_samples=50000", "batch.per_worker=128"]
+        + ["train.epochs=1", "train.max_steps=155", "train.eval_at_start=false"],
+        ["--model", "mlp", "--batch", "128", "--steps", "150", "--samples", "40000"],
     ),
     "cifar_resnet": (
         ["workload=cifar_resnet", "workload.num_samples=2000", "batch.per_worker=16"]
@@ -80,7 +86,7 @@ def suite_samples_per_s(
     overrides: list[str], tmp: Path, env: dict[str, str], name: str | None = None
 ) -> tuple[float, float]:
     """(samples_per_s, global batch / median step time) of one `dpsuite run`."""
-    out = tmp / "runs" / (name or overrides[0].split("=")[1])  # one directory per case
+    out = tmp / "runs" / (name or "-".join(o.split("=")[1] for o in overrides[:3]))
     args = [f"workers={WORKERS}", f"threads_per_worker={threads()}", "timing.warmup_steps=5"]
     args = [a for a in args if a.split("=")[0] not in {o.split("=")[0] for o in overrides}]
     args += EXTRA_OVERRIDES
@@ -211,7 +217,7 @@ def measure_noise_scale(repeats: int, tmp: Path, env: dict[str, str]) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--only", choices=["train", "comm", "noise"], default=None)
     p.add_argument("--workloads", nargs="+", choices=list(TRAIN_CASES), default=list(TRAIN_CASES))
     p.add_argument("--suite-overrides", nargs="*", default=[], help="extra `dpsuite run` overrides")

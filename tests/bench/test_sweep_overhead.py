@@ -29,7 +29,8 @@ def test_bare_loop_trains_what_the_preset_trains(monkeypatch, tmp_path):
         )
         assert (c.workload.num_samples, c.workload.data_seed) == (bare.NUM_SAMPLES, bare.DATA_SEED)
         rule = r["lr_rule"]
-        assert r["warmup_epochs"] == (bare.WARMUP_EPOCHS if rule == "linear_warmup" else 0)
+        warms = rule == "linear_warmup" and s.global_batch > bare.BASE_BATCH
+        assert r["warmup_epochs"] == (bare.WARMUP_EPOCHS if warms else 0)
         assert (c.mode, c.train.check_every, c.train.evals_per_epoch, c.train.eval_at_start) == (
             "simulated",
             bare.CHECK_EVERY,

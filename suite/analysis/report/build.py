@@ -182,8 +182,10 @@ def scaling_section(tree: data.ResultsTree, figs: FigureWriter, report: render.R
             "Scaling",
             scaling_table_for_report(scaling),
             "Medians over the runs of each point; 95 % CI: bootstrap interval of the median "
-            "samples/s over repeated runs. oversubscribed: more worker threads than cores, so "
-            "the point measures contention.",
+            "samples/s over repeated runs. Model TFLOP/s per device: FLOPs counted by PyTorch x "
+            "samples/s per device; MFU against hardware.peak_tflops where given; peak RSS: the "
+            "largest rank's resident memory. oversubscribed: more worker threads than cores, "
+            "so the point measures contention.",
         )
     )
 
@@ -210,6 +212,11 @@ def scaling_table_for_report(scaling: pd.DataFrame) -> pd.DataFrame:
             "compute_ms": 1e3 * scaling["compute_time_s"],
             "exposed_comm_ms": 1e3 * scaling["exposed_comm_s"],
             "comm_ms": 1e3 * scaling["comm_time_s"],
+            "tokens_per_s": scaling.get("tokens_per_s"),
+            "model_TFLOP/s_per_device": scaling.get("model_tflops_per_device"),
+            "MFU_pct": 100 * scaling["mfu"] if "mfu" in scaling else None,
+            "peak_RSS_MiB": scaling.get("peak_rss_mib"),
+            "peak_CUDA_MiB": scaling.get("peak_cuda_allocated_mib"),
             "oversubscribed": scaling["oversubscribed"].map({True: "yes", False: ""}),
         }
     )
@@ -277,9 +284,11 @@ def comm_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Repo
     figs.add(
         "allreduce_bandwidth",
         plots.allreduce_bandwidth(tree.comm),
-        "All-reduce bandwidth vs message size",
+        f"{data.collectives_label(tree.comm)} bandwidth vs message size",
         "From `dpsuite comm-bench` (nccl-tests definitions): algbw = bytes / time; "
-        "busbw = algbw × 2(n−1)/n, the per-link rate, comparable across rank counts.",
+        "busbw = algbw × the collective's factor (all-reduce 2(n−1)/n; all-gather, "
+        "reduce-scatter, all-to-all (n−1)/n; broadcast 1), the per-link rate, comparable "
+        "across rank counts.",
     )
     report.findings += findings.comm_bench_findings(tree.comm)
 

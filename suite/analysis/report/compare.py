@@ -277,9 +277,9 @@ def build_compare(
         figs.add(
             "allreduce_bandwidth",
             plots.allreduce_bandwidth(comm, machines),
-            "All-reduce bandwidth vs message size, per machine",
+            f"{data.collectives_label(comm)} bandwidth vs message size, per machine",
             "From `dpsuite comm-bench`: busbw and algbw (nccl-tests definitions); colour: "
-            "machine, line style: rank count.",
+            "machine (the collective when there are several), line style: rank count.",
         )
         report.findings += findings.comm_bench_findings(comm)
         report.file("All-reduce")

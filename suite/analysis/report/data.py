@@ -158,7 +158,14 @@ def tidy_comm(comm: pd.DataFrame) -> pd.DataFrame:
     for col in ("size_bytes", "time_us", "algbw_GBps", "busbw_GBps", "world_size"):
         comm[col] = pd.to_numeric(comm[col], errors="coerce")
     comm["machine"] = comm.apply(machine_label, axis=1)
+    if "collective" not in comm.columns:
+        comm["collective"] = "all_reduce"
     return comm.dropna(subset=["size_bytes", "busbw_GBps", "algbw_GBps"])
+
+
+def collectives_label(comm: pd.DataFrame) -> str:
+    """'All-reduce' for all-reduce benchmarks alone, else 'Collective'."""
+    return "All-reduce" if set(comm["collective"]) == {"all_reduce"} else "Collective"
 
 
 def add_divergence_points(runs: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -210,6 +217,8 @@ def scaling_table(
         "comm_time_s",
         "exposed_comm_s",
     ]
+    # Shown where the runs have them: tokens/s, model FLOP/s and MFU, peak memory.
+    parts += [c for c in EXTRA_SCALING_COLUMNS if c in ok.columns]
     points = ok.groupby([*SCALING_KEY, "workers"], dropna=False)
     ci = points["samples_per_s"].apply(lambda s: pd.Series(stats.median_ci(s), index=CI_COLUMNS))
     table = (
@@ -239,6 +248,14 @@ def scaling_table(
     out["series_title"] = " · ".join(COLUMN_NAMES[c] for c in shown)
     return out
 
+
+EXTRA_SCALING_COLUMNS = (
+    "tokens_per_s",
+    "model_tflops_per_device",
+    "mfu",
+    "peak_rss_mib",
+    "peak_cuda_allocated_mib",
+)
 
 COLUMN_NAMES = {
     "machine": "machine",

@@ -473,19 +473,23 @@ def predicted_clause(row: pd.Series | None, model) -> str:
 
 
 def comm_bench_findings(comm: pd.DataFrame) -> list[str]:
+    """Per benchmark and collective: the peak bus bandwidth, and sizes with wrong results."""
     out = []
-    keys = ["machine", "world_size", "backend", "bench_id"]
-    for (machine, world, backend, _), grp in comm.groupby(keys, dropna=False, sort=True):
+    keys = ["machine", "world_size", "backend", "bench_id", "collective"]
+    for (machine, world, backend, _, collective), grp in comm.groupby(
+        keys, dropna=False, sort=True
+    ):
         peak = grp.loc[grp["busbw_GBps"].idxmax()]
         ranks = f"{int(world)} ranks" if pd.notna(world) else "? ranks"
+        name = str(collective).replace("_", "-")
         out.append(
-            f"{machine}, {ranks} ({backend}): peak all-reduce bus bandwidth "
+            f"{machine}, {ranks} ({backend}): peak {name} bus bandwidth "
             f"{peak['busbw_GBps']:.2f} GB/s at {human_bytes(peak['size_bytes'])} messages."
         )
         errors = pd.to_numeric(grp["errors"], errors="coerce").fillna(0)
         if (errors > 0).any():
             out.append(
-                f"{machine}, {ranks}: the all-reduce gave wrong results at "
+                f"{machine}, {ranks}: the {name} gave wrong results at "
                 f"{int((errors > 0).sum())} message sizes; its timings are not to be trusted."
             )
     return out

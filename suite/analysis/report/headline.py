@@ -177,6 +177,7 @@ def ms(seconds: float) -> str:
 def bandwidth(comm: pd.DataFrame, scaling: pd.DataFrame, runs: pd.DataFrame) -> str | None:
     """Peak busbw of the widest benchmark that was not oversubscribed, and the busbw at the
     message size of the worst-scaling workload's gradient."""
+    comm = comm[comm["collective"] == "all_reduce"] if not comm.empty else comm
     if comm.empty:
         return None
     over = comm.get("hardware.oversubscribed", pd.Series(False, index=comm.index)).eq(True)

@@ -364,23 +364,34 @@ def step_time_breakdown(scaling: pd.DataFrame) -> Figure | None:
 
 @styled
 def allreduce_bandwidth(comm: pd.DataFrame, machines: list[str] | None = None) -> Figure | None:
-    """busbw and algbw against message size; colour: machine (or rank count on one machine)."""
+    """busbw and algbw against message size, one line per collective and benchmark; colour: the
+    collective when there are several, else the machine (or rank count on one machine)."""
     if comm.empty:
         return None
     fig = Figure(figsize=(11, 4.8), layout="constrained")
     axes = fig.subplots(1, 2, sharex=True)
-    keys = ["machine", "world_size", "backend", "bench_id"]
+    keys = ["collective", "machine", "world_size", "backend", "bench_id"]
+    collectives = list(dict.fromkeys(comm["collective"]))
     machines = machines or list(dict.fromkeys(comm["machine"]))
     worlds = sorted(comm["world_size"].dropna().unique())
     by_machine = len(machines) > 1
-    for (machine, world, backend, _bench), grp in comm.groupby(keys, dropna=False, sort=True):
+    series = list(dict.fromkeys(zip(comm["machine"], comm["world_size"], strict=True)))
+    for (collective, machine, world, backend, _bench), grp in comm.groupby(
+        keys, dropna=False, sort=False
+    ):
         grp = grp.sort_values("size_bytes")
         w = worlds.index(world) if world in worlds else len(worlds)
-        color = series_color(machines.index(machine) if by_machine else w)
-        line = LINESTYLES[w % len(LINESTYLES)] if by_machine else "-"
+        if len(collectives) > 1:
+            color = series_color(collectives.index(collective))
+            line = LINESTYLES[series.index((machine, world)) % len(LINESTYLES)]
+        else:
+            color = series_color(machines.index(machine) if by_machine else w)
+            line = LINESTYLES[w % len(LINESTYLES)] if by_machine else "-"
         over = grp.get("hardware.oversubscribed", pd.Series(False, index=grp.index)).eq(True)
         world_txt = f"{int(world)} ranks" if pd.notna(world) else "? ranks"
         label = f"{machine} · {world_txt} · {backend}" + (" (oversubscribed)" if over.any() else "")
+        if len(collectives) > 1:
+            label = f"{collective} · {label}"
         for ax, col in zip(axes, ("busbw_GBps", "algbw_GBps"), strict=True):
             ax.plot(
                 grp["size_bytes"],
@@ -406,10 +417,21 @@ def allreduce_bandwidth(comm: pd.DataFrame, machines: list[str] | None = None) -
         ax.set_ylabel(f"{name} (GB/s)")
         ax.set_ylim(bottom=0)
         ax.tick_params(axis="x", labelrotation=30)
-    axes[0].set_title("busbw = algbw × 2(n−1)/n (comparable across rank counts)")
+    only_allreduce = collectives == ["all_reduce"]
+    axes[0].set_title(
+        "busbw = algbw × 2(n−1)/n (comparable across rank counts)"
+        if only_allreduce
+        else "busbw = algbw × the collective's factor (comparable across rank counts)"
+    )
     axes[1].set_title("algbw = message size / time")
-    outside_legend(fig, *axes[0].get_legend_handles_labels(), title="machine · ranks · backend")
-    fig.suptitle("All-reduce bandwidth vs message size")
+    title = "machine · ranks · backend"
+    outside_legend(
+        fig,
+        *axes[0].get_legend_handles_labels(),
+        title=title if only_allreduce else f"collective · {title}",
+    )
+    what = "All-reduce" if only_allreduce else "Collective"
+    fig.suptitle(f"{what} bandwidth vs message size")
     return fig
 
 

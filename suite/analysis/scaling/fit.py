@@ -34,8 +34,10 @@ def _relative_lstsq(design: np.ndarray, y: np.ndarray, t: np.ndarray) -> Link:
 
 
 def _usable(bench: pd.DataFrame) -> pd.DataFrame:
-    """Error-free multi-rank rows; oversubscribed benches only when there is nothing else."""
-    rows = bench[(bench["errors"] == 0) & (bench["world_size"] > 1)]
+    """Error-free multi-rank all-reduce rows; oversubscribed benches only when there is nothing
+    else."""
+    collective = bench.get("collective", pd.Series("all_reduce", index=bench.index))
+    rows = bench[(bench["errors"] == 0) & (bench["world_size"] > 1) & (collective == "all_reduce")]
     crowded = rows.get("hardware.oversubscribed", pd.Series(False, index=rows.index))
     crowded = crowded.fillna(False).astype(bool)
     return rows[~crowded] if (~crowded).any() else rows

@@ -1,0 +1,132 @@
+"""`dpsuite export parquet|tensorboard|wandb`: real runs (two of the reference results) read back
+with pandas, TensorBoard's own event reader and W&B's offline run files; all offline."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from suite import results
+from tests.conftest import REPO
+
+REFERENCE = REPO / "results" / "reference" / "xeon-2core-cpu"
+
+
+def first_run(group: str) -> str:
+    """The first run directory of a reference sweep (its run id)."""
+    return min(p.parent.name for p in (REFERENCE / group).glob("*/run.json"))
+
+
+RUNS = {group: first_run(group) for group in ("convergence", "scaling")}
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    """Two runs of two sweeps and a comm-bench result, as the reference results hold them."""
+    root = tmp_path / "results"
+    for group, run_id in RUNS.items():
+        shutil.copytree(REFERENCE / group / run_id, root / group / run_id)
+    shutil.copytree(REFERENCE / "comm_bench", root / "comm_bench")
+    return root
+
+
+def test_parquet_beside_the_results(dpsuite, tree, capsys):
+    assert dpsuite("export", "parquet", str(tree)) == 0
+    assert "wrote" in capsys.readouterr().out
+    runs = pd.read_parquet(tree / "runs.parquet")
+    assert sorted(runs["run_id"]) == sorted(RUNS.values())
+    loaded = results.load(tree)
+    assert runs["final_eval_acc"].tolist() == loaded["final_eval_acc"].tolist()
+    epochs = pd.read_parquet(tree / "epochs.parquet")
+    for group, run_id in RUNS.items():
+        mine = epochs[epochs["run_id"] == run_id].drop(columns=["run_id", "group"])
+        assert set(epochs.loc[epochs["run_id"] == run_id, "group"]) == {group}
+        expected = results.load_epochs(tree / group / run_id).drop(columns=["run_id"])
+        pd.testing.assert_frame_equal(mine.reset_index(drop=True), expected, check_dtype=False)
+    bench = pd.read_parquet(tree / "comm_bench.parquet")
+    assert len(bench) == len(results.load_comm_bench(tree))
+    assert set(bench["collective"]) == {"all_reduce"}  # written before other collectives
+
+
+def event_reader(run_dir: Path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    reader = EventAccumulator(str(run_dir), size_guidance={"scalars": 0, "tensors": 0})
+    reader.Reload()
+    return reader
+
+
+def test_tensorboard_event_files_read_back(dpsuite, tree, tmp_path):
+    pytest.importorskip("tensorboard", reason="the [tensorboard] extra is not installed")
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    out = tmp_path / "tb"
+    for _ in range(2):  # exporting again replaces, never appends
+        assert dpsuite("export", "tensorboard", str(tree), "--out", str(out)) == 0
+    for group, run_id in RUNS.items():
+        run_dir = out / group / run_id  # one directory per sweep, one run per dpsuite run
+        assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
+        reader = event_reader(run_dir)
+        epochs = results.load_epochs(tree / group / run_id)
+        acc = reader.Scalars("epochs/eval_acc")
+        assert [e.step for e in acc] == epochs["step"].astype(int).tolist()
+        assert [e.value for e in acc] == pytest.approx(epochs["eval_acc"].tolist())
+        record = results.read_json(tree / group / run_id / "run.json")
+        final = reader.Scalars("final/final_eval_acc")[-1].value
+        assert final == pytest.approx(record["metrics"]["final_eval_acc"])
+        content = reader.PluginTagToContent("hparams")["_hparams_/session_start_info"]
+        hparams = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info
+        assert hparams.hparams["lr_rule.name"].string_value == record["lr_rule"]
+        assert hparams.hparams["workers"].number_value == record["config"]["workers"]
+        assert hparams.hparams["hardware.tag"].string_value == "xeon-2core-cpu"
+        text = reader.Tensors("fingerprint/text_summary")[0].tensor_proto.string_val[0].decode()
+        assert "| cpu | Intel(R) Xeon(R) Processor |" in text
+
+
+def test_wandb_offline_runs(dpsuite, tree, tmp_path, monkeypatch):
+    pytest.importorskip("wandb", reason="the [wandb] extra is not installed")
+    monkeypatch.setenv("WANDB_CACHE_DIR", str(tmp_path / "wandb-cache"))
+    out = tmp_path / "wb"
+    for _ in range(2):  # exporting again replaces the runs' offline directories
+        assert dpsuite("export", "wandb", str(tree), "--out", str(out)) == 0
+    offline = sorted((out / "wandb").glob("offline-run-*"))
+    assert len(offline) == len(RUNS)
+    # W&B's run files hold the records as protobuf; the names written must be among them
+    blobs = [next(d.glob("run-*.wandb")).read_bytes() for d in offline]
+    for group, run_id in RUNS.items():
+        (blob,) = [b for b in blobs if run_id.encode() in b]
+        for name in (group, "epochs/eval_acc", "final_eval_acc", "lr_rule", "xeon-2core-cpu"):
+            assert name.encode() in blob, name
+
+
+def test_a_copied_run_is_not_exported_twice(dpsuite, tree):
+    group, run_id = next(iter(RUNS.items()))
+    shutil.copytree(tree / group / run_id, tree / group / "copy-of-a-run")
+    with pytest.warns(UserWarning, match="copy-of-a-run"):
+        assert dpsuite("export", "parquet", str(tree)) == 0
+    assert sorted(pd.read_parquet(tree / "runs.parquet")["run_id"]) == sorted(RUNS.values())
+    assert set(pd.read_parquet(tree / "epochs.parquet")["run_id"]) == set(RUNS.values())
+
+
+@pytest.mark.parametrize("fmt,package", [("tensorboard", "tensorboard"), ("wandb", "wandb")])
+def test_a_missing_package_names_its_extra(dpsuite, tree, capsys, monkeypatch, fmt, package):
+    monkeypatch.setitem(sys.modules, package, None)  # as if it were not installed
+    assert dpsuite("export", fmt, str(tree)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0, err  # the package is checked before anything is read
+    assert err.startswith(f"dpsuite: error: dpsuite export {fmt} needs the {package} package")
+    assert f"dpsuite[{package}]" in err
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "tensorboard", "wandb"])
+def test_nothing_to_export_is_one_line(dpsuite, tmp_path, capsys, fmt):
+    (tmp_path / "empty").mkdir()
+    assert dpsuite("export", fmt, str(tmp_path / "empty")) == 2
+    assert dpsuite("export", fmt, str(tmp_path / "missing")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("dpsuite: error: ") and "no runs to export" in err[0]
+    assert err[1] == f"dpsuite: error: results directory not found: {tmp_path / 'missing'}"

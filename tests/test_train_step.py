@@ -1,0 +1,68 @@
+"""suite.engine.train and suite.measure.probes: one step, and who is called when."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from suite.conf.compose import compose_config
+from suite.conf.run_spec import resolve
+from suite.engine.distributed import Ranks
+from suite.engine.train import check, evaluate_and_record, setup, train_step
+from suite.measure.probes import Probe, Probes
+from tests.conftest import SMALL
+
+
+class Recorder(Probe):
+    def __init__(self, calls: list, name: str) -> None:
+        self.calls, self.name = calls, name
+
+    def on_step_start(self, step: int) -> None:
+        self.calls.append((self.name, "start", step))
+
+    def after_backward(self, step: int) -> None:
+        self.calls.append((self.name, "backward", step))
+
+    def on_step_end(self, step: int) -> None:
+        self.calls.append((self.name, "end", step))
+
+
+class EvalOnly(Probe):
+    def on_eval(self, row: dict) -> None:
+        row["extra"] = 1.0
+
+
+def test_probes_are_called_in_order_and_the_first_brackets_the_others():
+    calls: list = []
+    probes = Probes([Recorder(calls, "timer"), Recorder(calls, "other"), EvalOnly()])
+    probes.step_start(3)
+    probes.after_backward(3)
+    probes.step_end(3)
+    assert calls == [
+        ("other", "start", 3),
+        ("timer", "start", 3),  # starts last...
+        ("timer", "backward", 3),
+        ("other", "backward", 3),
+        ("timer", "end", 3),  # ...and stops first
+        ("other", "end", 3),
+    ]
+    assert len(probes._start) == 2, "a probe that does not watch steps is not called on them"
+    row: dict = {}
+    probes.evaluation(row)
+    assert row == {"extra": 1.0}
+
+
+def test_one_train_step_moves_the_model_and_is_watched(tmp_path):
+    spec = resolve(compose_config([*SMALL, "train.max_steps=3", f"results_dir={tmp_path}"]))
+    run = setup(spec, Ranks(0, 1, 0, 1), torch.device("cpu"), writer=None)
+    calls: list = []
+    run.probes = Probes([*run.probes.probes, Recorder(calls, "watch")])
+    before = [p.detach().clone() for p in run.replicas.model.parameters()]
+    _, idx = next(iter(run.replicas.batches(run.data.num_train, 1)))
+    train_step(run, 0, idx)
+    assert [c[1] for c in calls] == ["start", "backward", "end"]
+    after = list(run.replicas.model.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    assert math.isfinite(check(run, 1)) and run.optimizer.param_groups[0]["lr"] == 0.1
+    assert evaluate_and_record(run, 1, 2.0) and run.log[-1]["step"] == 1
