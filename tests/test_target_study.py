@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 import pytest
 
+from suite.analysis.report import build
 from suite.analysis.report import target_study as ts
 from suite.analysis.report import time_to_target as ttt
 
@@ -257,3 +258,21 @@ def test_without_a_model_only_measured_points_have_a_time():
     assert table["measured"].all()
     points = set(zip(table["workers"], table["per_worker_batch"], strict=True))
     assert points == {(1, 32), (2, 32), (4, 32), (1, 64)}
+
+
+@pytest.mark.parametrize(
+    "measured,oversubscribed,extrapolated,says",
+    [
+        (True, False, False, "measured"),
+        (True, True, False, "measured, oversubscribed"),
+        (False, False, False, "model"),
+        (False, False, True, "model, extrapolated"),
+    ],
+)
+def test_the_time_table_says_where_each_step_time_comes_from(
+    measured, oversubscribed, extrapolated, says
+):
+    row = pd.Series(
+        {"measured": measured, "oversubscribed": oversubscribed, "extrapolated": extrapolated}
+    )
+    assert build.step_time_source(row) == says

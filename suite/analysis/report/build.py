@@ -528,18 +528,24 @@ def time_section(
                     "global_batch": times["global_batch"],
                     "steps": times["steps"],
                     "step_time_ms": 1e3 * times["step_time_s"],
-                    "step_time": [
-                        "measured" if m else ("model, extrapolated" if x else "model")
-                        for m, x in zip(times["measured"], times["extrapolated"], strict=True)
-                    ],
+                    "step_time": [step_time_source(row) for _, row in times.iterrows()],
                     "time_s": times["time_s"],
                 }
             ),
-            "Training steps only. measured: median step time of this machine's scaling runs; "
-            "model: the scaling model fitted to them.",
+            "Training steps only. measured: median step time of this machine's scaling runs "
+            "(oversubscribed: more worker threads than cores, the time of contention); model: "
+            "the scaling model fitted to them (extrapolated: beyond the worker counts it was "
+            "validated at).",
         )
     )
     return findings.time_findings(study)
+
+
+def step_time_source(row: pd.Series) -> str:
+    """Where a time-to-target row's step time comes from, in the table's words."""
+    if row["measured"]:
+        return "measured, oversubscribed" if row["oversubscribed"] else "measured"
+    return "model, extrapolated" if row["extrapolated"] else "model"
 
 
 def sync_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Report) -> None:
