@@ -23,23 +23,77 @@ THROUGHPUT = {1: 1000.0, 2: 1900.0, 4: 3400.0, 8: 5200.0}
 REPEAT_SPREAD = (1.0, 1.03, 0.98)  # throughput of repeat r relative to the first one
 COMPUTE_S = 0.032  # the 1-worker step: no communication there
 
-# Convergence: mean final accuracy per rule and global batch (seeds are mean -/+ 0.01);
-# None means both seeds diverged. Steps to the 85 % target where it is reached.
+# Convergence, a fixed budget: mean final accuracy per rule and global batch (seeds are mean
+# -/+ 0.01); None means both seeds diverged. Steps to the 85 % target where it is reached. An
+# epoch is CONVERGENCE_SAMPLES / B steps, so the 3-epoch budget is 1.5x the steps batch 32 needs
+# (400 of 600): no batch could take 2x its perfect-scaling steps within it.
 ACCURACY = {
     "naive": {32: 0.91, 64: 0.88, 128: 0.80, 256: 0.62},
     "linear": {32: 0.91, 64: 0.905, 128: None, 256: None},
     "linear_warmup": {32: 0.91, 64: 0.91, 128: 0.905, 256: 0.89},
 }
-# Best-rule steps against perfect scaling (400·32/B): 1.05×, 1.2×, then 3× at 256: a knee.
-STEPS_TO_TARGET = {32: 400, 64: 210, 128: 120, 256: 150}
+CONVERGENCE_SAMPLES = 6400
+STEPS_TO_TARGET = {32: 400, 64: 210, 128: 120, 256: 70}
 SEEDS = (0, 1)
-# Gradient noise scale B_simple at each evaluation after the first step (it grows in training),
-# scaled a little with the global batch so the lines in the plot are told apart.
+# Gradient noise scale B_simple at each evaluation after the first step (it grows in training,
+# then holds), scaled a little with the global batch so the lines in the plot are told apart.
 GNS_BY_EPOCH = {1: 50.0, 2: 100.0, 3: 200.0}
 
 
 def gns_at(epoch: int, batch: int) -> float:
-    return GNS_BY_EPOCH[epoch] * (batch / PER_WORKER) ** 0.1
+    return GNS_BY_EPOCH[min(epoch, max(GNS_BY_EPOCH))] * (batch / PER_WORKER) ** 0.1
+
+
+# A steps-to-target study: runs stop at 80 % within 16 epochs, three seeds, batch 32 under
+# `naive` only (every rule is the same run there), the rules and a two-point `power` grid at
+# 64 ... 512. Steps per seed; None: the seed did not reach the target.
+STUDY_TARGET = 0.80
+STUDY_EPOCHS = 16
+STUDY_SEEDS = (0, 1, 2)
+STUDY_STEPS = {
+    ("naive", None): {
+        32: (390, 400, 420),
+        64: (300, 310, 320),
+        128: (250, 260, 270),
+        256: (None, 240, None),  # two of three missed: the median is never
+        512: (None, None, None),
+    },
+    ("linear", None): {
+        64: (205, 200, 210),  # the oracle at 64, with the largest LR tried there
+        128: (150, 140, None),  # one missed: the median (150) counts it as never
+        256: (None, None, None),
+        512: (None, None, None),
+    },
+    ("linear_warmup", None): {
+        64: (220, 215, 225),
+        128: (110, 108, 115),  # the oracle at 128
+        256: (85, 82, 90),
+        512: (None, None, 150),
+    },
+    ("sqrt", None): {
+        64: (260, 250, 270),
+        128: (160, 150, 170),
+        256: (80, 78, 82),  # the oracle at 256: 1.6x perfect scaling (50)
+        512: (95, 90, 100),
+    },
+    ("power", 0.25): {
+        64: (240, 230, 250),
+        128: (180, 170, 190),
+        256: (150, 140, 160),
+        512: (None, 300, None),
+    },
+    ("power", 0.75): {
+        64: (230, 225, 235),
+        128: (130, 125, 135),
+        256: (100, 95, 105),
+        512: (90, 88, 92),  # the oracle at 512: 3.6x perfect scaling (25), past the knee
+    },
+}
+# B_simple pooled over a run that reached the target; runs that missed it measured a collapsed
+# model's few samples.
+STUDY_POOLED = {0: 120.0, 1: 150.0, 2: 240.0}
+MISSED_POOLED = 4.0
+RULE_EXPONENTS = {"naive": 0.0, "sqrt": 0.5, "linear": 1.0, "linear_warmup": 1.0, "lars": 0.5}
 
 
 def hardware(
@@ -59,12 +113,19 @@ def hardware(
     }
 
 
-def lr_at(rule: str, batch: int, step: int, total: int) -> float:
+def exponent_of(rule: str, exponent: float | None) -> float:
+    return exponent if exponent is not None else RULE_EXPONENTS.get(rule, 1.0)
+
+
+def warms_up(rule: str, batch: int) -> bool:
+    """Warmup only upward: never at the base batch (as the engine's rules)."""
+    return rule in ("linear_warmup", "power", "lars") and batch > 32
+
+
+def lr_at(rule: str, batch: int, step: int, total: int, exponent: float | None = None) -> float:
     """A warmup + cosine schedule like the engine's, enough to draw plot 8."""
-    peak = {"naive": BASE_LR, "sqrt": BASE_LR * math.sqrt(batch / 32)}.get(
-        rule, BASE_LR * batch / 32
-    )
-    warm = STEPS_PER_EPOCH if rule == "linear_warmup" else 0
+    peak = BASE_LR * (batch / 32) ** exponent_of(rule, exponent)
+    warm = STEPS_PER_EPOCH if warms_up(rule, batch) else 0
     if step < warm:
         return BASE_LR + (peak - BASE_LR) * step / warm
     return peak * 0.5 * (1 + math.cos(math.pi * (step - warm) / max(total - warm, 1)))
@@ -93,11 +154,17 @@ def write_run(
     sync_label: str | None = None,
     sync_metrics: dict | None = None,
     noise_scale: bool = False,
+    pooled: float | None = None,
     oversubscribed: bool = False,
+    steps_per_epoch: int = STEPS_PER_EPOCH,
+    lr_exponent: float | None = None,
+    target: float = TARGET,
+    stop_at_target: bool = False,
 ) -> Path:
     """One run. Without ``sync`` the record has no strategy keys, like results from before
-    strategies were recorded."""
+    strategies were recorded. ``pooled``: B_simple pooled over the run (with ``noise_scale``)."""
     batch = workers * PER_WORKER
+    exponent = exponent_of(lr_rule, lr_exponent)
     summary = {
         "workload": workload,
         "mode": mode,
@@ -107,19 +174,25 @@ def write_run(
         "lr_rule": lr_rule,
         "base_lr": BASE_LR,
         "base_batch": 32,
-        "peak_lr": lr_at(lr_rule, batch, STEPS_PER_EPOCH, 10**9),
-        "warmup_epochs": 1.0 if lr_rule == "linear_warmup" else 0.0,
+        "lr_exponent": exponent,
+        "peak_lr": BASE_LR * (batch / 32) ** exponent,
+        "warmup_epochs": 1.0 if warms_up(lr_rule, batch) else 0.0,
         "epochs": epochs,
         "seed": seed,
         "repeat": repeat,
         "precision": "fp32",
         "device": "cpu",
-        "target_acc": TARGET,
+        "target_acc": target,
     }
     if sync is not None:
         summary.update(sync=sync, sync_label=sync_label or sync)
     # The config a run would record, and its run id computed from it as a run computes it.
-    config = {**summary, "host": host, "hardware": {"tag": tag}}
+    config = {
+        **summary,
+        "host": host,
+        "hardware": {"tag": tag},
+        "train": {"stop_at_target": stop_at_target},
+    }
     run_id = results.make_run_id(summary, results.run_identity(config, workers, batch))
     writer = results.RunWriter(root / run_id)
     writer.start(
@@ -128,17 +201,18 @@ def write_run(
             **summary,
             "config": config,
             "hardware": hardware(tag, host, oversubscribed=oversubscribed),
-            "steps_per_epoch": STEPS_PER_EPOCH,
+            "steps_per_epoch": steps_per_epoch,
+            "total_steps": epochs * steps_per_epoch,
         }
     )
     if status == "failed":
         writer.finish("failed", error=error or "worker 3 exited with code 1")
         return writer.dir
-    total = epochs * STEPS_PER_EPOCH
+    total = epochs * steps_per_epoch
     diverge_epoch = 2 if status == "diverged" else None
     measured = []  # B_simple at each evaluation that has one
     for epoch in range(epochs + 1):
-        step = epoch * STEPS_PER_EPOCH
+        step = epoch * steps_per_epoch
         finite = diverge_epoch is None or epoch < diverge_epoch
         acc = 0.1 + ((final_acc or 0.6) - 0.1) * math.sqrt(epoch / epochs)
         gns = {}
@@ -155,7 +229,7 @@ def write_run(
                 "epoch": epoch,
                 "step": step,
                 "samples_seen": step * batch,
-                "lr": lr_at(lr_rule, batch, step, total),
+                "lr": lr_at(lr_rule, batch, step, total, exponent),
                 "train_loss": 2.3 - epoch * 0.5 if finite else float("nan"),
                 "eval_loss": 2.2 - epoch * 0.5 if finite else float("nan"),
                 "eval_acc": acc if finite else 0.098,
@@ -171,9 +245,9 @@ def write_run(
             "step_time_s": 0.01,
             "comm_s": "",
             "comm_wait_s": "",
-            "lr": lr_at(lr_rule, batch, s, total),
+            "lr": lr_at(lr_rule, batch, s, total, exponent),
         }
-        for s in range(5, total)
+        for s in range(5, min(total, 100))  # enough to draw the LR schedule
     )
     tput = samples_per_s if samples_per_s is not None else 800.0 * workers
     step_time = batch / tput
@@ -191,10 +265,12 @@ def write_run(
         "final_eval_acc": 0.098 if status == "diverged" else final_acc,
         "best_eval_acc": final_acc,
         "steps_to_target": steps_to_target,
-        "epochs_to_target": None if steps_to_target is None else steps_to_target / STEPS_PER_EPOCH,
+        "epochs_to_target": None if steps_to_target is None else steps_to_target / steps_per_epoch,
         "grad_noise_scale": {
             "final": measured[-1],
             "mean": sum(measured) / len(measured),
+            "pooled": pooled,
+            "method": "halves",
             "b_small": PER_WORKER if workers > 1 else PER_WORKER // 2,
             "b_big": batch,
             "estimates": total,
@@ -258,6 +334,33 @@ def write_convergence(root: Path, noise_scale: bool = True) -> None:
                     final_acc=None if acc is None else acc + (0.01 if seed else -0.01),
                     steps_to_target=STEPS_TO_TARGET[batch] if reached else None,
                     noise_scale=noise_scale,
+                    steps_per_epoch=CONVERGENCE_SAMPLES // batch,
+                )
+
+
+def write_target_study(root: Path, noise_scale: bool = True) -> None:
+    """The steps-to-target study of ``STUDY_STEPS``: runs that miss the target end at the budget,
+    those of `linear` at 256 and 512 by diverging."""
+    for (rule, exponent), by_batch in STUDY_STEPS.items():
+        for batch, per_seed in by_batch.items():
+            for seed, steps in zip(STUDY_SEEDS, per_seed, strict=True):
+                diverged = steps is None and rule == "linear"
+                write_run(
+                    root,
+                    workers=batch // PER_WORKER,
+                    mode="simulated",
+                    lr_rule=rule,
+                    lr_exponent=exponent,
+                    seed=seed,
+                    status="diverged" if diverged else "complete",
+                    final_acc=None if diverged else (STUDY_TARGET if steps else 0.5),
+                    steps_to_target=steps,
+                    noise_scale=noise_scale,
+                    pooled=STUDY_POOLED[seed] if steps else MISSED_POOLED,
+                    steps_per_epoch=CONVERGENCE_SAMPLES // batch,
+                    epochs=STUDY_EPOCHS,
+                    target=STUDY_TARGET,
+                    stop_at_target=True,
                 )
 
 

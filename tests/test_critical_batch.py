@@ -1,5 +1,6 @@
-"""Critical batch: the steps-to-target knee on constructed curves, the noise-scale prediction,
-and the finding sentence for every case."""
+"""Critical batch: the knee of the LR oracle's steps-to-target curve on constructed curves (with
+its budget), the noise-scale prediction from the runs that reached the target, predicted / found,
+and the sentences for every case."""
 
 from __future__ import annotations
 
@@ -9,85 +10,170 @@ import pandas as pd
 import pytest
 
 from suite.analysis.report import critical_batch as cb
-from suite.analysis.report.findings import critical_batch_findings
+from suite.analysis.report.findings import knee_text, ratio_text
 
 NAN = math.nan
+INF = math.inf
+ROOMY = 10**6  # a budget that never limits
 
 
-def best(steps: dict[int, float]) -> pd.DataFrame:
+def oracle(steps: dict[int, float], budget: dict[int, float] | float = ROOMY) -> pd.DataFrame:
+    """An oracle table (`target_study.oracle`): steps (inf: no LR reached it) and budget."""
+    budgets = budget if isinstance(budget, dict) else dict.fromkeys(steps, budget)
     return pd.DataFrame(
         {
             "global_batch": list(steps),
-            "steps_to_target": list(steps.values()),
-            "lr_rule": ["linear_warmup"] * len(steps),
+            "steps": list(steps.values()),
+            "budget_steps": [budgets[b] for b in steps],
         }
     )
 
 
+# ---- the knee ------------------------------------------------------------------------------------
+
+
 def test_knee_interpolated_in_log_space():
     # Perfect scaling from 400 at 32: 200, 100, 50. Ratios 1.0, 1.2, then 3.0 at 256.
-    knee = cb.find_knee(best({32: 400, 64: 200, 128: 120, 256: 150}))
+    knee = cb.find_knee(oracle({32: 400, 64: 200, 128: 120, 256: 150}))
     assert (knee.base_batch, knee.base_steps, knee.within, knee.beyond) == (32, 400, 128, 256)
     t = (math.log(2) - math.log(1.2)) / (math.log(3) - math.log(1.2))
     assert knee.batch == pytest.approx(128 * 2**t)  # 188.4
-    assert knee.perfect(64) == 200
+    assert knee.perfect(64) == 200 and knee.found and knee.placed
 
 
 def test_knee_right_after_the_smallest_batch():
-    knee = cb.find_knee(best({32: 100, 64: 200}))  # ratio 4 at 64: crosses 2 halfway in log
+    knee = cb.find_knee(oracle({32: 100, 64: 200}))  # ratio 4 at 64: crosses 2 halfway in log
     assert knee.within == 32 and knee.beyond == 64
     assert knee.batch == pytest.approx(32 * 2**0.5)
 
 
 def test_exactly_twice_perfect_is_not_beyond():
-    knee = cb.find_knee(best({32: 400, 64: 400}))
-    assert knee.batch is None and knee.within == 64 and knee.unreached is None
+    knee = cb.find_knee(oracle({32: 400, 64: 400}))
+    assert knee.batch is None and knee.within == 64 and not knee.found
 
 
-def test_never_leaves_twice_perfect_scaling():
-    knee = cb.find_knee(best({32: 400, 64: 200, 128: 110, 256: 90}))  # 90 < 2 x 50
-    assert knee.batch is None and knee.beyond is None
-    assert knee.within == 256 and knee.unreached is None
+def test_no_knee_within_the_batches_measured():
+    knee = cb.find_knee(oracle({32: 400, 64: 200, 128: 110, 256: 90}))  # 90 < 2 x 50
+    assert knee.batch is None and knee.beyond is None and knee.unreached is None
+    assert knee.within == 256 and knee.placed and not knee.found
 
 
-def test_target_not_reached_stops_the_curve():
-    # 64 within 2x; nobody reached the target at 128, so 256's value does not count.
-    knee = cb.find_knee(best({32: 400, 64: 210, 128: NAN, 256: 40}))
-    assert knee.batch is None and knee.within == 64 and knee.unreached == 128
+def test_no_lr_reaching_the_target_with_room_to_is_beyond_the_knee():
+    # At 128 the budget (1000 steps) is 10x perfect scaling (100): missing it is 'beyond 2x'.
+    knee = cb.find_knee(oracle({32: 400, 64: 210, 128: INF, 256: 40}, budget=1000))
+    assert (knee.within, knee.beyond, knee.unreached, knee.batch) == (64, 128, 128, None)
+    assert knee.room == pytest.approx(10) and knee.found
+
+
+def test_no_lr_reaching_the_target_in_a_short_budget_does_not_place_the_knee():
+    # At 128 the budget is 150 steps, 1.5x perfect scaling: a miss there says nothing.
+    budget = {32: 1200, 64: 600, 128: 150}
+    knee = cb.find_knee(oracle({32: 400, 64: 210, 128: INF}, budget))
+    assert knee.unreached == 128 and knee.beyond is None and not knee.placed
+    assert knee.room == pytest.approx(1.5)
+    unknown = cb.find_knee(oracle({32: 400, 64: 210, 128: INF}, NAN))  # older results
+    assert unknown.unreached == 128 and not unknown.placed
+
+
+def test_a_budget_within_twice_perfect_cannot_show_the_knee():
+    budget = {32: 600, 64: 300, 128: 150, 256: 75}  # 1.5x perfect scaling at every batch
+    knee = cb.find_knee(oracle({32: 400, 64: 210, 128: 120, 256: 70}, budget))
+    assert knee.within == 256 and knee.short_budget == 64 and not knee.placed
+    assert knee.room == pytest.approx(1.5)
 
 
 def test_smallest_reaching_batch_is_the_base():
-    knee = cb.find_knee(best({16: NAN, 32: 400, 64: 200, 128: 500}))
+    knee = cb.find_knee(oracle({16: INF, 32: 400, 64: 200, 128: 500}))
     assert knee.base_batch == 32 and knee.within == 64 and knee.beyond == 128
 
 
-@pytest.mark.parametrize("steps", [{32: 400}, {32: 400, 64: NAN}, {32: NAN, 64: NAN}, {}])
-def test_no_knee_without_two_batches_reaching_the_target(steps):
-    assert cb.find_knee(best(steps)) is None
+@pytest.mark.parametrize("steps", [{32: 400}, {32: INF, 64: INF}, {}])
+def test_no_knee_without_a_batch_above_the_first_that_reached_the_target(steps):
+    assert cb.find_knee(oracle(steps)) is None
 
 
-def test_best_steps_is_the_lowest_seed_median_over_rules():
-    group = pd.DataFrame(
-        {
-            "lr_rule": ["a", "a", "b", "a", "b", "a", "b"],
-            "global_batch": [32, 32, 32, 64, 64, 128, 128],
-            "steps_to_target": [100, 300, 250, 90, 80, None, None],
-        }
+# ---- predicted / found -------------------------------------------------------------------------
+
+
+def prediction(batch: float, low: float | None = 120.0, high: float | None = 900.0):
+    return cb.Prediction(batch=batch, low=low, high=high, runs=6, pooled=True)
+
+
+def test_predicted_over_found_for_each_kind_of_knee():
+    pred = prediction(400.0)
+    interpolated = cb.Knee(32, 400.0, within=512, batch=800.0, beyond=1024)
+    assert cb.predicted_over_found(pred, interpolated) == (0.5, 0.5)
+    bracketed = cb.Knee(32, 400.0, within=512, beyond=1024, unreached=1024, room=8.0)
+    assert cb.predicted_over_found(pred, bracketed) == (400 / 1024, 400 / 512)
+    above = cb.Knee(32, 400.0, within=2048)
+    assert cb.predicted_over_found(pred, above) == (0.0, 400 / 2048)
+    short = cb.Knee(32, 400.0, within=512, unreached=1024, room=1.5)
+    assert cb.predicted_over_found(pred, short) is None
+
+
+def test_ratio_sentence_judges_by_an_order_of_magnitude():
+    knee = cb.Knee(32, 400.0, within=512, batch=800.0, beyond=1024)
+    assert ratio_text(prediction(400.0), knee) == (
+        "predicted / found = 0.5 (within an order of magnitude, as McCandlish et al. report)"
     )
-    table = cb.best_steps(group)
-    assert list(table["global_batch"]) == [32, 64, 128]
-    assert table["steps_to_target"].iloc[:2].tolist() == [200, 80]  # a: median(100, 300)
-    assert table["lr_rule"].iloc[:2].tolist() == ["a", "b"]
-    assert math.isnan(table["steps_to_target"].iloc[2]) and pd.isna(table["lr_rule"].iloc[2])
+    assert ratio_text(prediction(40.0), knee) == (
+        "predicted / found = 0.05 (more than an order of magnitude apart; McCandlish et al. "
+        "report agreement within one)"
+    )
+    assert ratio_text(prediction(400.0), knee, verdict=False) == "predicted / found = 0.5"
+    assert ratio_text(prediction(400.0), cb.Knee(32, 400.0, within=2048)) == (
+        "predicted / found < 0.2"
+    )
+    short = cb.Knee(32, 400.0, within=512, unreached=1024, room=1.5)
+    assert ratio_text(prediction(400.0), short) == ""
 
 
-# ---- prediction -------------------------------------------------------------------------------
+# ---- the knee in words -------------------------------------------------------------------------
+
+HEAD = "the LR oracle's steps to target stay within 2× perfect scaling up to batch "
 
 
-def runs_frame(rows: list[tuple[str, str, int, float, str]]) -> pd.DataFrame:
+def test_knee_sentences():
+    assert knee_text(cb.Knee(32, 400.0, within=1024, batch=1312.0, beyond=2048)) == (
+        "the LR oracle's steps to target leave 2× perfect scaling at global batch ≈ 1,300 "
+        "(interpolated in log-log between 1024 and 2048)"
+    )
+    assert knee_text(cb.Knee(32, 400.0, within=256, beyond=512, unreached=512, room=6.0)) == (
+        HEAD + "256, and at 512 no LR reached the target within a budget of 6.0× its "
+        "perfect-scaling steps: the knee lies between 256 and 512"
+    )
+    assert knee_text(cb.Knee(32, 400.0, within=256, unreached=512, room=1.7)) == (
+        HEAD + "256; at 512 no LR reached the target, but its budget allows only 1.7× the "
+        "perfect-scaling steps, so the knee is not placed"
+    )
+    assert knee_text(cb.Knee(32, 400.0, within=256, unreached=512, room=NAN)).endswith(
+        "but its budget allows unknown the perfect-scaling steps, so the knee is not placed"
+    )
+    assert knee_text(cb.Knee(32, 400.0, within=256, short_budget=64, room=1.5)) == (
+        HEAD + "256, but from batch 64 on the budget allows at most 1.5× the perfect-scaling "
+        "steps, so no batch could leave 2×: this budget cannot measure the knee"
+    )
+    assert knee_text(cb.Knee(32, 400.0, within=2048)) == (
+        HEAD + "the largest batch measured (2048), with room in the budget to leave it: the "
+        "knee lies above 2048"
+    )
+
+
+# ---- the prediction ----------------------------------------------------------------------------
+
+
+def runs_frame(rows: list[tuple]) -> pd.DataFrame:
     return pd.DataFrame(
         rows,
-        columns=["run_id", "lr_rule", "global_batch", "grad_noise_scale.mean", "status"],
+        columns=[
+            "run_id",
+            "lr_rule",
+            "global_batch",
+            "status",
+            "steps_to_target",
+            "grad_noise_scale.pooled",
+            "grad_noise_scale.mean",
+        ],
     )
 
 
@@ -101,107 +187,47 @@ def epochs_with(values: list[float]) -> pd.DataFrame:
     )
 
 
-def test_prediction_is_the_median_training_mean_of_the_reference_rule():
+def test_prediction_uses_only_the_runs_that_reached_the_target():
     group = runs_frame(
         [
-            ("w1", "linear_warmup", 32, 100.0, "complete"),
-            ("w2", "linear_warmup", 64, 300.0, "complete"),
-            ("w3", "linear_warmup", 128, NAN, "complete"),  # run.json lacks it: epochs mean
-            ("w4", "linear_warmup", 256, 1e6, "diverged"),  # not a complete run
-            ("n1", "naive", 32, 5.0, "complete"),  # another rule
+            ("a", "linear_warmup", 32, "complete", 400, 100.0, 90.0),  # pooled
+            ("b", "linear_warmup", 64, "complete", 210, NAN, 300.0),  # older: mean over windows
+            ("c", "sqrt", 128, "complete", 120, NAN, NAN),  # oldest: mean at the evaluations
+            ("d", "naive", 256, "complete", None, 4.0, 4.0),  # missed: a collapsed model
+            ("e", "linear", 256, "diverged", None, 1e6, 1e6),
+            ("f", "linear", 512, "failed", None, NAN, NAN),  # no result at all
         ]
     )
     epochs = {
-        "w1": epochs_with([NAN, 50.0, 150.0]),
-        "w2": epochs_with([NAN, -20.0, 200.0, 400.0]),  # a negative estimate is noise
-        "w3": epochs_with([NAN, 400.0, 600.0]),
+        "a": epochs_with([NAN, 50.0, 150.0, 100.0]),
+        "b": epochs_with([NAN, -20.0, 200.0, 400.0, 300.0]),  # a negative estimate is noise
+        "c": epochs_with([NAN, 400.0, 600.0]),
     }
-    measured = cb.noise_scale_runs(group, epochs)
-    assert set(measured["run_id"]) == {"w1", "w2", "w3", "n1"}
-    rule = cb.reference_rule(measured)
-    assert rule == "linear_warmup"
-    pred = cb.predict(measured, rule)
-    assert (pred.batch, pred.runs) == (300.0, 3)  # median of 100, 300, 500
-    assert (pred.low, pred.high) == (200.0, 400.0)  # medians of (50, 200, 400), (150, 400, 600)
-    curves = cb.noise_scale_curves(measured, epochs, rule)
-    assert len(curves) == 6 and (curves["grad_noise_scale"] > 0).all()
-    assert list(curves[curves["global_batch"] == 64]["epoch"]) == [2, 3]
+    trained = cb.trained_runs(group, epochs)
+    assert list(trained.runs["run_id"]) == ["a", "b", "c"]
+    assert list(trained.runs["gns"]) == [100.0, 300.0, 500.0]
+    assert trained.left_out == 2 and trained.reason == "did not reach the target"
+    # nearest-rank 10th and 90th percentiles of each run's positive windows
+    assert list(trained.runs["gns_low"]) == [50.0, 200.0, 400.0]
+    assert list(trained.runs["gns_high"]) == [150.0, 400.0, 600.0]
+    pred = cb.predict(trained.runs)
+    assert (pred.batch, pred.runs, pred.low, pred.high) == (300.0, 3, 200.0, 400.0)
+    assert not pred.pooled  # b and c have no pooled value
+    curves = cb.noise_scale_curves(trained.runs, epochs, cb.reference_rule(trained.runs))
+    assert list(curves[curves["global_batch"] == 64]["epoch"]) == [2, 3, 4]
 
 
-def test_prediction_falls_back_to_another_rule_and_to_none():
-    group = runs_frame([("s", "sqrt", 32, 80.0, "complete"), ("n", "naive", 32, 40.0, "complete")])
-    measured = cb.noise_scale_runs(group, {})
-    assert cb.reference_rule(measured) == "naive"
-    pred = cb.predict(measured, "naive")
-    assert pred.batch == 40.0 and pred.low is None and pred.high is None
-    nothing = cb.noise_scale_runs(runs_frame([("x", "naive", 32, NAN, "complete")]), {})
-    assert nothing.empty and cb.reference_rule(nothing) is None
-    assert cb.predict(nothing, None) is None
+def test_prediction_without_measurements_is_none():
+    group = runs_frame([("x", "naive", 32, "complete", 400, NAN, NAN)])
+    trained = cb.trained_runs(group, {})
+    assert trained.runs.empty and cb.predict(trained.runs) is None
+    assert cb.reference_rule(trained.runs) is None
+    pooled = cb.trained_runs(runs_frame([("y", "naive", 32, "complete", 400, 80.0, 70.0)]), {})
+    pred = cb.predict(pooled.runs)
+    assert pred.batch == 80.0 and pred.pooled and pred.low is None and pred.high is None
 
 
-# ---- the finding sentence ---------------------------------------------------------------------
-
-PRED = cb.Prediction(batch=410.0, low=120.0, high=900.0, rule="linear_warmup", runs=6)
-HEAD = (
-    "Predicted critical batch (gradient noise scale B_simple, median training mean of 6 "
-    "`linear_warmup` runs) ≈ 410, 120–900 over training; the steps-to-target curve (best LR rule "
-    "per batch) "
-)
-
-
-def test_finding_knee_found():
-    knee = cb.Knee(32, 400.0, within=1024, batch=1312.0, beyond=2048)
-    assert critical_batch_findings(PRED, knee, best({32: 400})) == [
-        HEAD + "leaves perfect scaling by 2× at batch ≈ 1,300: the prediction is a factor of 3.2 "
-        "below it (within an order of magnitude, as McCandlish et al. report)."
-    ]
-    far = cb.Knee(32, 400.0, within=4096, batch=8192.0, beyond=8192)
-    high = cb.Prediction(batch=100_000.0, low=None, high=None, rule="sqrt", runs=1)
-    assert critical_batch_findings(high, far, best({32: 400})) == [
-        "Predicted critical batch (gradient noise scale B_simple, median training mean of 1 "
-        "`sqrt` run) ≈ 100,000; the steps-to-target curve (best LR rule per batch) leaves "
-        "perfect scaling by 2× at batch ≈ 8,200: the prediction is a factor of 12.2 above it "
-        "(more than an order of magnitude; McCandlish et al. report agreement within one)."
-    ]
-
-
-def test_finding_knee_above_the_largest_batch():
-    knee = cb.Knee(32, 400.0, within=2048)
-    assert critical_batch_findings(PRED, knee, best({32: 400})) == [
-        HEAD + "stays within 2× of perfect scaling up to the largest batch measured (2048), so its "
-        "knee lies above 2048: the prediction is at least 5.0× low."
-    ]
-    knee = cb.Knee(32, 400.0, within=256)
-    assert critical_batch_findings(PRED, knee, best({32: 400}))[0].endswith(
-        "so its knee lies above 256, consistent with the prediction."
-    )
-
-
-def test_finding_target_not_reached():
-    knee = cb.Knee(32, 400.0, within=256, unreached=512)
-    assert critical_batch_findings(PRED, knee, best({32: 400})) == [
-        HEAD + "stays within 2× of perfect scaling up to batch 256 and no run reached the target "
-        "at batch 512, so its knee lies above 256, consistent with the prediction."
-    ]
-
-
-def test_finding_without_noise_scale():
-    knee = cb.Knee(32, 400.0, within=1024, batch=1312.0, beyond=2048)
-    assert critical_batch_findings(None, knee, best({32: 400})) == [
-        "The steps-to-target curve (best LR rule per batch) leaves perfect scaling by 2× at "
-        "batch ≈ 1,300; no gradient noise scale was recorded in these runs, so there is no "
-        "predicted critical batch to compare it with."
-    ]
-
-
-def test_finding_without_a_knee():
-    head = HEAD.split("; the steps")[0]
-    one = best({32: 400, 64: NAN})
-    assert critical_batch_findings(PRED, None, one) == [
-        head + "; only batch 32 reached the target accuracy, so there is no empirical knee to "
-        "compare."
-    ]
-    assert critical_batch_findings(PRED, None, best({32: NAN})) == [
-        head + "; no run reached the target accuracy, so there is no empirical knee to compare."
-    ]
-    assert critical_batch_findings(None, None, one) == []
+def test_method_names_the_two_batch_sizes():
+    runs = pd.DataFrame({"grad_noise_scale.method": ["halves", "halves", None]})
+    assert cb.methods_text(runs).startswith("the gradients of the two halves of each global batch")
+    assert cb.methods_text(pd.DataFrame()) == "two batch sizes (method not recorded)"

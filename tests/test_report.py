@@ -19,13 +19,10 @@ from tests import report_trees as trees
 from tests.conftest import run_subprocess
 
 SCALING_PLOTS = {"throughput.png", "efficiency.png", "step_time_breakdown.png"}
-CONVERGENCE_PLOTS = {
-    "accuracy_vs_batch.png",
-    "training_curves.png",
-    "steps_to_target.png",
-    "lr_schedule.png",
-}
+CONVERGENCE_PLOTS = {"accuracy_vs_batch.png", "training_curves.png", "lr_schedule.png"}
+TARGET_PLOTS = {"steps_to_target.png", "rule_efficiency.png"}
 NOISE_SCALE_PLOTS = {"gradient_noise_scale.png", "critical_batch.png"}
+TIME_PLOT = {"time_to_target.png"}  # with scaling runs of the same workload on the machine
 COMM_PLOT = {"allreduce_bandwidth.png"}
 SYNC_PLOTS = {"sync_throughput.png", "sync_bytes.png", "sync_tradeoff.png"}
 
@@ -143,57 +140,88 @@ def expected_scaling_findings(label: str = "mnist1d_mlp · 32/worker") -> list[s
     ]
 
 
-def expected_knee() -> float:
-    """Steps over perfect scaling (400·32/B) are 1.2 at 128 and 3.0 at 256: cross 2 in log-log."""
-    s = trees.STEPS_TO_TARGET
-    r128, r256 = s[128] / (s[32] * 32 / 128), s[256] / (s[32] * 32 / 256)
-    return 128 * 2 ** ((math.log(2) - math.log(r128)) / (math.log(r256) - math.log(r128)))
-
-
-def expected_critical_batch_finding() -> str:
-    batches = list(trees.STEPS_TO_TARGET)
-    epochs = list(trees.GNS_BY_EPOCH)
-    runs = [b for b in batches for _ in trees.SEEDS]  # every linear_warmup run completes
-    mean = statistics.median(statistics.mean(trees.gns_at(e, b) for e in epochs) for b in runs)
-    low = statistics.median(trees.gns_at(epochs[0], b) for b in runs)
-    high = statistics.median(trees.gns_at(epochs[-1], b) for b in runs)
-    knee = expected_knee()
+def expected_prediction() -> str:
+    """The critical batch the convergence tree predicts: runs that reached 85 % only, each by its
+    mean over windows (no pooled value there), band: nearest-rank 10th-90th percentile."""
+    reached = [
+        batch
+        for by_batch in trees.ACCURACY.values()
+        for batch, acc in by_batch.items()
+        if acc is not None and acc >= trees.TARGET
+        for _ in trees.SEEDS
+    ]
+    epochs = list(trees.GNS_BY_EPOCH)  # three windows: the 10th and 90th are the first and last
+    mean = statistics.median(statistics.mean(trees.gns_at(e, b) for e in epochs) for b in reached)
+    low = statistics.median(trees.gns_at(epochs[0], b) for b in reached)
+    high = statistics.median(trees.gns_at(epochs[-1], b) for b in reached)
+    two = lambda x: f"{float(f'{x:.2g}'):g}"  # noqa: E731
     return (
-        f"Predicted critical batch (gradient noise scale B_simple, median training mean of "
-        f"{len(runs)} `linear_warmup` runs) ≈ {float(f'{mean:.2g}'):g}, "
-        f"{float(f'{low:.2g}'):g}–{float(f'{high:.2g}'):g} over training; the steps-to-target "
-        f"curve (best LR rule per batch) leaves perfect scaling by 2× at batch ≈ "
-        f"{float(f'{knee:.2g}'):g}: the prediction is a factor of {knee / mean:.1f} below it "
-        "(within an order of magnitude, as McCandlish et al. report)."
+        f"the gradient noise scale of the {len(reached)} runs that reached 85 % (B_simple mean "
+        f"over each run, median over runs) predicts a critical batch ≈ {two(mean)}, "
+        f"{two(low)}–{two(high)} over training (10th–90th percentile)"
     )
 
 
-def expected_convergence_findings(noise_scale: bool = True) -> list[str]:
+def expected_accuracy_findings() -> list[str]:
     acc = trees.ACCURACY
-    s = trees.STEPS_TO_TARGET
-    knee = float(f"{expected_knee():.2g}")
-    critical = (
-        expected_critical_batch_finding()
-        if noise_scale
-        else f"The steps-to-target curve (best LR rule per batch) leaves perfect scaling by 2× at "
-        f"batch ≈ {knee:g}; no gradient noise scale was recorded in these runs, so there is no "
-        "predicted critical batch to compare it with."
-    )
     return [
-        "Baseline: at global batch 32 the runs reach 91.0 % test accuracy (mean of 6 runs; "
-        "standard deviation 1.1 points).",
+        "Baseline: at global batch 32 the runs reach 91.0 % test accuracy (mean of 2 runs; "
+        "standard deviation 1.4 points; 4 more runs under other rules train one of these runs "
+        "again (at the base batch every rule gives the base LR) and count once).",
         "`naive` falls more than 1 point below the batch-32 accuracy already at global batch 64; "
         f"falls to {100 * acc['naive'][256]:.1f} % at batch 256.",
         "`linear` stays within 1 point of the batch-32 accuracy up to global batch 64; diverges "
         "at global batch 128 (2 of 2 runs), 256 (2 of 2 runs).",
         "`linear_warmup` stays within 1 point of the batch-32 accuracy up to global batch 128; "
         f"falls to {100 * acc['linear_warmup'][256]:.1f} % at batch 256.",
-        "8 of 24 runs never reached 85 % test accuracy (not drawn in the steps-to-target plot).",
-        f"With `linear_warmup`, steps to reach 85 % fall from {s[32]} at batch 32 to {s[256]} at "
-        f"batch 256; perfect scaling would need {s[32] * 32 // 256} "
-        f"({100 * (s[32] / s[256]) / 8:.0f} % of the ideal reduction).",
-        critical,
     ]
+
+
+# The convergence tree's fixed budget (3 epochs) is 1.5x the perfect-scaling steps at every
+# batch: no batch could take 2x, so the knee is not measured, and no ratio is given.
+NO_KNEE = (
+    "The LR oracle's steps to target stay within 2× perfect scaling up to batch 256, but from "
+    "batch 64 on the budget allows at most 1.5× the perfect-scaling steps, so no batch could "
+    "leave 2×: this budget cannot measure the knee"
+)
+
+
+def expected_target_findings(noise_scale: bool = True) -> list[str]:
+    """The steps-to-target findings of the convergence tree (results written before runs could
+    stop at the target: its fixed-budget group is studied for steps to target too)."""
+    s = trees.STEPS_TO_TARGET
+    critical = (
+        [
+            f"{NO_KNEE}; {expected_prediction()}.",
+            "8 runs that did not reach the target are left out of the noise-scale prediction.",
+        ]
+        if noise_scale
+        else [
+            f"{NO_KNEE}; no gradient noise scale was recorded in these runs, so there is no "
+            "predicted critical batch to compare it with."
+        ]
+    )
+    return [
+        "LR oracle (at each global batch the fewest seed-median steps over the LRs tried there, "
+        f"up to 3): 85 % test accuracy in {s[32]} steps at batch 32 and {s[256]} at 256 (perfect "
+        f"scaling: {s[32] * 32 // 256}).",
+        # 24 runs, 4 of them repeating another rule's at batch 32: 20; naive below 85 % from
+        # 128 on, linear diverged there
+        "8 of 20 runs did not reach 85 % within the 3-epoch budget (or diverged first); each "
+        "counts as never reaching it, so a seed median is never where half the seeds or more "
+        "missed: `naive` and `linear` at 128; `naive` and `linear` at 256.",
+        "`naive` against the LR oracle (oracle steps / its steps to 85 %): 100 % at 64, never "
+        "from 128 on.",
+        "`linear` against the LR oracle (oracle steps / its steps to 85 %): 100 % at 64, never "
+        "from 128 on.",
+        "`linear_warmup` against the LR oracle (oracle steps / its steps to 85 %): 100 % at 64, "
+        "100 % at 128, 100 % at 256.",
+        *critical,
+    ]
+
+
+def expected_convergence_findings(noise_scale: bool = True) -> list[str]:
+    return expected_accuracy_findings() + expected_target_findings(noise_scale)
 
 
 # ---- reports ------------------------------------------------------------------------------------
@@ -218,7 +246,7 @@ def test_scaling_only(dpsuite, capsys, scaling_tree, tmp_path):
 
 def test_convergence_only(dpsuite, capsys, convergence_tree, tmp_path):
     out, _ = report(dpsuite, capsys, convergence_tree, tmp_path / "rep")
-    assert assert_valid_images(out) == CONVERGENCE_PLOTS | NOISE_SCALE_PLOTS
+    assert assert_valid_images(out) == CONVERGENCE_PLOTS | TARGET_PLOTS | NOISE_SCALE_PLOTS
     assert findings_of(out)[1:] == expected_convergence_findings()
     assert findings_of(out)[0].startswith("4 of 24 runs diverged")
     summary = pd.read_csv(out / "summary.csv")
@@ -232,9 +260,9 @@ def test_convergence_only(dpsuite, capsys, convergence_tree, tmp_path):
     assert done["grad_noise_scale.mean"].notna().all() and "grad_noise_scale" not in summary
 
 
-def test_runs_near_chance_are_kept_out_of_the_noise_scale(tmp_path):
-    """A linear_warmup run at batch 512 that ended at chance (10 %, its untrained accuracy)
-    has a noise scale of its own; it must not bend the curves or the prediction."""
+def test_runs_that_missed_the_target_are_kept_out_of_the_noise_scale(tmp_path):
+    """A linear_warmup run at batch 512 that ended at chance (10 %) has a noise scale of its
+    own, that of a model that did not learn: it must not bend the curves or the prediction."""
     root = tmp_path / "res"
     trees.write_convergence(root)
     trees.write_run(
@@ -244,21 +272,19 @@ def test_runs_near_chance_are_kept_out_of_the_noise_scale(tmp_path):
         lr_rule="linear_warmup",
         final_acc=0.1,
         noise_scale=True,
+        steps_per_epoch=trees.CONVERGENCE_SAMPLES // 512,
     )
     written = build.build_report(root, tmp_path / "rep")
     tree = data.load_tree(root)
-    group = data.convergence_runs(tree.runs)
-    measured = cb.noise_scale_runs(group, tree.epochs)
-    assert 512 not in set(measured["global_batch"])
+    trained = cb.trained_runs(data.convergence_runs(tree.runs), tree.epochs)
+    assert 512 not in set(trained.runs["global_batch"])
     assert 512 not in set(
-        cb.noise_scale_curves(measured, tree.epochs, "linear_warmup")["global_batch"]
+        cb.noise_scale_curves(trained.runs, tree.epochs, "linear_warmup")["global_batch"]
     )
-    floor = 0.1 + cb.CHANCE_FRACTION * (0.91 - 0.1)  # chance: every run's epoch-0 accuracy
     found = findings_of(written.out)
-    assert expected_critical_batch_finding() in found  # the same prediction as without it
-    assert (
-        f"1 run that stayed near chance (final accuracy below {100 * floor:.1f} %) is left out "
-        "of the gradient noise scale and the predicted critical batch." in found
+    assert any(expected_prediction() in f for f in found)  # the same prediction as without it
+    assert "9 runs that did not reach the target are left out of the noise-scale prediction." in (
+        found
     )
 
 
@@ -285,7 +311,7 @@ def test_convergence_without_noise_scale(tmp_path, old_files):
         written = build.build_report(root, tmp_path / "rep")
     assert written.warnings == []
     out = tmp_path / "rep"
-    assert assert_valid_images(out) == CONVERGENCE_PLOTS
+    assert assert_valid_images(out) == CONVERGENCE_PLOTS | TARGET_PLOTS
     assert findings_of(out)[1:] == expected_convergence_findings(noise_scale=False)
     summary = pd.read_csv(out / "summary.csv")
     assert summary["grad_noise_scale.mean"].isna().all()
@@ -295,7 +321,7 @@ def test_mixed_with_failures_and_corrupt_files(dpsuite, capsys, mixed_tree, tmp_
     root, damaged = mixed_tree
     out, err = report(dpsuite, capsys, root, tmp_path / "rep")
     assert assert_valid_images(out) == (
-        SCALING_PLOTS | CONVERGENCE_PLOTS | NOISE_SCALE_PLOTS | COMM_PLOT
+        SCALING_PLOTS | CONVERGENCE_PLOTS | TARGET_PLOTS | NOISE_SCALE_PLOTS | COMM_PLOT | TIME_PLOT
     )
     found = findings_of(out)
     assert found[:2] == [
@@ -333,7 +359,7 @@ def test_default_out_and_stale_plots_removed(dpsuite, capsys, tmp_path, monkeypa
     assert dpsuite("report", "mybox") == 0
     out = tmp_path / "reports" / "mybox"
     assert "report written to reports/mybox/index.html" in capsys.readouterr().out
-    assert assert_valid_images(out) == CONVERGENCE_PLOTS | NOISE_SCALE_PLOTS
+    assert assert_valid_images(out) == CONVERGENCE_PLOTS | TARGET_PLOTS | NOISE_SCALE_PLOTS
     # A later report into the same place does not keep plots that no longer apply.
     for run in res.iterdir():
         if "-w1-" not in run.name:
@@ -385,16 +411,41 @@ def test_curve_batches(batches, expected):
 # ---- headline and topics -----------------------------------------------------------------------
 
 
-def expected_headline_start() -> list[str]:
-    """The accuracy and warmup sentences, hand-derived from trees.ACCURACY."""
-    acc = trees.ACCURACY
-    return [
+def expected_headline_start() -> str:
+    """The accuracy sentence, hand-derived from trees.ACCURACY."""
+    return (
         "Largest global batch within 1 point of the batch-32 accuracy (91.0 %): 128 with "
-        "`linear_warmup`; 64 with `linear`; only 32 with `naive`.",
+        "`linear_warmup`; 64 with `linear`; only 32 with `naive`."
+    )
+
+
+def expected_warmup_headline() -> str:
+    acc = trees.ACCURACY
+    return (
         "Warmup extends linear scaling from batch 64 to 128: at global batch 128 "
         f"`linear_warmup` keeps {100 * acc['linear_warmup'][128]:.1f} % where `linear` "
-        f"diverges, but at 256 warmup falls to {100 * acc['linear_warmup'][256]:.1f} % too.",
-    ]
+        f"diverges, but at 256 warmup falls to {100 * acc['linear_warmup'][256]:.1f} % too."
+    )
+
+
+# The convergence tree's budget cannot show the knee; its noise scale predicts about 130.
+KNEE_HEADLINE = (
+    "Steps to 85 % (best LR per batch) stay within 2× perfect scaling up to global batch 256; "
+    "the budget cannot tell more; the gradient noise scale predicts a critical batch of ≈ 130."
+)
+
+
+def expected_time_headline() -> str:
+    """Steps to 85 % at global batch 32·N x the measured step time 32·N / THROUGHPUT[N]."""
+    times = {
+        n: trees.STEPS_TO_TARGET[32 * n] * 32 * n / tput for n, tput in trees.THROUGHPUT.items()
+    }
+    n = min(times, key=times.get)
+    assert n == 8
+    return (
+        f"On this machine 85 % is reached fastest with {n} workers × 32 ({times[n]:.2g} s of "
+        "training steps at the best LR)."
+    )
 
 
 def expected_scaling_headline(n: int = 8, crowded: str = "") -> str:
@@ -412,9 +463,10 @@ def test_headline_says_what_to_act_on_in_five_sentences(mixed_tree, tmp_path):
     root, _ = mixed_tree
     written = build.build_report(root, tmp_path / "rep")
     assert written.headline == [
-        *expected_headline_start(),
+        expected_headline_start(),
+        KNEE_HEADLINE,
+        expected_time_headline(),
         expected_scaling_headline(),
-        "All-reduce bus bandwidth (2 ranks, gloo) peaks at 3.94 GB/s with 16 MiB messages.",
         "2 of 33 runs failed; they are listed under Failed runs.",
     ]
     assert headline_of(tmp_path / "rep") == written.headline
@@ -448,13 +500,16 @@ def test_other_collectives_are_plotted_and_found_but_leave_the_all_reduce_headli
     assert len({line.get_color() for line in fig.axes[0].get_lines()}) == 3
 
 
-def test_without_failures_the_headline_ends_on_the_critical_batch(convergence_tree, tmp_path):
+def test_without_failures_or_scaling_runs_the_headline_tells_more_of_convergence(
+    convergence_tree, tmp_path
+):
     written = build.build_report(convergence_tree, tmp_path / "rep")
-    knee = float(f"{expected_knee():.2g}")
     assert written.headline == [
-        *expected_headline_start(),
-        "The gradient noise scale predicts a critical batch of ≈ 130; steps to target leave "
-        f"perfect scaling by 2× at ≈ {knee:g}.",
+        expected_headline_start(),
+        KNEE_HEADLINE,
+        "At global batch 256, against the best of the LRs tried (70 steps to 85 %), the rules' "
+        "efficiency is `linear_warmup` 100 %; `naive` and `linear` never reach it.",
+        expected_warmup_headline(),
     ]
 
 
@@ -462,9 +517,12 @@ def test_findings_are_grouped_by_topic(mixed_tree, tmp_path):
     root, _ = mixed_tree
     out = build.build_report(root, tmp_path / "rep").out
     topics = topics_of(out)
-    assert list(topics) == ["Runs", "Scaling", "All-reduce", "Convergence"]
+    assert list(topics) == ["Runs", "Scaling", "All-reduce", "Convergence", "Steps to target"]
     assert set(expected_scaling_findings()) <= set(topics["Scaling"])
-    assert topics["Convergence"] == expected_convergence_findings()
+    assert topics["Convergence"] == expected_accuracy_findings()
+    assert topics["Steps to target"][: len(expected_target_findings())] == (
+        expected_target_findings()
+    )
     page = (out / "index.html").read_text()
     summaries = [p.split("</summary>", 1)[0] for p in page.split("<details><summary>")[1:]]
     assert summaries == [f"{t} ({len(found)})" for t, found in topics.items()]
@@ -845,8 +903,9 @@ def test_lars_with_its_own_base_lr_and_schedule_joins_the_other_rules(tmp_path):
     conv = data.convergence_runs(data.load_tree(root).runs)
     assert conv["group"].nunique() == 1 and set(conv["lr_rule"]) >= {"lars", "naive"}
     base = data.baseline(conv)
-    assert base.runs == 2 * len(trees.ACCURACY)  # the recipe's own runs at batch 32, not lars
-    found = findings.convergence_findings(conv, data.accuracy_table(conv), base)
+    # the recipe's own runs at batch 32, not lars: every rule trains the same two seeds there
+    assert (base.runs, base.shared) == (len(trees.SEEDS), len(trees.SEEDS) * 2)
+    found = findings.convergence_findings(data.accuracy_table(conv), base)
     assert (
         "`lars` falls more than 1 point below the batch-32 accuracy already at global batch 32; "
         "falls to 66.0 % at batch 256." in found
@@ -878,3 +937,92 @@ def test_columns_the_runs_lack_are_not_in_the_scaling_table(
 ):
     out, _ = report(dpsuite, capsys, scaling_tree, tmp_path / "rep")
     assert "MFU_pct" not in (out / "index.md").read_text()
+
+
+# ---- a steps-to-target study (runs stop at the target) ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def study_report(tmp_path_factory) -> build.Written:
+    root = tmp_path_factory.mktemp("study")
+    trees.write_target_study(root / "study")
+    trees.write_scaling(root / "scaling")
+    return build.build_report(root, tmp_path_factory.mktemp("study-rep"))
+
+
+def study_knee() -> float:
+    """The oracle (fewest seed-median steps per batch, trees.STUDY_STEPS) is 80 steps at 256 and
+    90 at 512 against perfect scaling of 50 and 25 from 400 at 32: 1.6x, then 3.6x."""
+    r256, r512 = 80 / 50, 90 / 25
+    return 256 * 2 ** ((math.log(2) - math.log(r256)) / (math.log(r512) - math.log(r256)))
+
+
+def study_prediction() -> float:
+    """Median over the runs that reached the target of their pooled B_simple (by seed)."""
+    return statistics.median(
+        trees.STUDY_POOLED[seed]
+        for by_batch in trees.STUDY_STEPS.values()
+        for per_seed in by_batch.values()
+        for seed, steps in zip(trees.STUDY_SEEDS, per_seed, strict=True)
+        if steps is not None
+    )
+
+
+def test_study_counts_missed_seeds_finds_the_oracle_knee_and_the_fastest_way(study_report):
+    out = study_report.out
+    assert {
+        "steps_to_target.png",
+        "rule_efficiency.png",
+        "critical_batch.png",
+        "time_to_target.png",
+    } <= assert_valid_images(out)
+    knee, predicted = study_knee(), study_prediction()
+    ratio = predicted / knee
+    assert round(knee) == 310 and predicted == 150 and f"{ratio:.2g}" == "0.48"
+    found = topics_of(out)["Steps to target"]
+    assert found[:2] == [
+        "LR oracle (at each global batch the fewest seed-median steps over the LRs tried there, "
+        "up to 6): 80 % test accuracy in 400 steps at batch 32 and 90 at 512 (perfect scaling: "
+        "25).",
+        # 2 + 3 of naive, 1 + 3 + 3 of linear, 2 of linear_warmup, 2 of power 0.25; linear at
+        # 128 still reaches it in two of three seeds
+        "16 of 75 runs did not reach 80 % within the 16-epoch budget (or diverged first); each "
+        "counts as never reaching it, so a seed median is never where half the seeds or more "
+        "missed: `naive` and `linear` at 256; `naive`, `linear` and `linear_warmup` at 512; 1 of "
+        "the 8 (LR, batch) points of the `power` grid.",
+    ]
+    assert (
+        "`sqrt` against the LR oracle (oracle steps / its steps to 80 %): 79 % at 64, 69 % at "
+        "128, 100 % at 256, 95 % at 512." in found
+    )  # 205/260, 110/160, 80/80, 90/95
+    assert (
+        "`linear` against the LR oracle (oracle steps / its steps to 80 %): 100 % at 64, 73 % at "
+        "128, never from 256 on." in found
+    )  # at 128 its median is 150: the seed that missed counts
+    critical = next(f for f in found if f.startswith("The LR oracle's steps to target leave"))
+    assert critical.startswith(
+        "The LR oracle's steps to target leave 2× perfect scaling at global batch ≈ 310 "
+        "(interpolated in log-log between 256 and 512); the gradient noise scale of the 59 runs "
+        "that reached 80 % (B_simple pooled over each run's measured steps, median over runs) "
+        "predicts a critical batch ≈ 150"
+    )
+    assert critical.endswith(
+        ": predicted / found = 0.48 (within an order of magnitude, as McCandlish et al. report)."
+    )
+    assert "16 runs that did not reach the target are left out of the noise-scale prediction." in (
+        found
+    )
+    assert (
+        "Time to 80 % (training steps only) at the best LR per batch: fastest measured on this "
+        "machine with 8 workers × 32 (3.9 s: 80 steps of 49 ms)." in found
+    )  # 80 steps at 256 (sqrt) x 256 / 5200 samples/s
+    assert study_report.headline[:3] == [
+        "Steps to 80 % (best LR per batch) leave 2× perfect scaling at global batch ≈ 310; the "
+        "gradient noise scale predicts a critical batch of ≈ 150: predicted / found = 0.48.",
+        "On this machine 80 % is reached fastest with 8 workers × 32 (3.9 s of training steps "
+        "at the best LR).",
+        expected_scaling_headline(),
+    ]
+    md = (out / "index.md").read_text()
+    assert "| 512 | 90 | 25 | power 0.75 |" in md  # the oracle table names the grid's LR
+    assert "the gradients of the two halves of each global batch" in md

@@ -34,3 +34,13 @@ def test_ratio_interval_is_of_b_over_a():
     # resampling never goes outside the extreme ratios of the measured values
     assert low >= 290.0 / 104.0 and high <= 310.0 / 98.0
     assert stats.ratio_ci(b, a) == pytest.approx((1 / high, 1 / low), rel=0.02)
+
+
+def test_nearest_rank_percentile_is_a_measured_value():
+    values = [5.0, 1.0, 4.0, 2.0, 3.0, float("nan")]  # non-finite values are left out
+    assert stats.nearest_rank(values, 10) == 1.0  # rank ceil(0.5) = 1
+    assert stats.nearest_rank(values, 50) == 3.0
+    assert stats.nearest_rank(values, 90) == 5.0  # rank ceil(4.5) = 5
+    assert stats.nearest_rank(values, 0) == 1.0 and stats.nearest_rank(values, 100) == 5.0
+    assert stats.nearest_rank([1.0, 2.0, 3.0, 4.0], 50) == 2.0  # not the interpolated 2.5
+    assert math.isnan(stats.nearest_rank([], 50))

@@ -11,7 +11,16 @@ import pandas as pd
 
 from suite.analysis import scaling
 from suite.analysis.report import critical_batch as cb
-from suite.analysis.report import data, findings, headline, plots, render, strategies
+from suite.analysis.report import (
+    data,
+    findings,
+    headline,
+    plots,
+    render,
+    strategies,
+    studies,
+)
+from suite.analysis.report import time_to_target as ttt
 from suite.errors import UserError
 
 # Every PNG a report can write starts with one of these; older ones are removed on regeneration.
@@ -23,6 +32,8 @@ PLOT_NAMES = (
     "accuracy_vs_batch",
     "training_curves",
     "steps_to_target",
+    "rule_efficiency",
+    "time_to_target",
     "lr_schedule",
     "sync_throughput",
     "sync_bytes",
@@ -216,11 +227,8 @@ def scaling_table_for_report(scaling: pd.DataFrame) -> pd.DataFrame:
     return table.dropna(axis=1, how="all")
 
 
-def model_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Report) -> None:
+def model_section(fits: list[scaling.Fit], figs: FigureWriter, report: render.Report) -> None:
     """The scaling model fitted to these results, beside the measured points."""
-    if tree.runs.empty or tree.comm.empty:
-        return
-    fits, _ = scaling.fit_all(tree.runs, tree.comm)
     curves, validation = [], []
     machines = len({fit.hardware for fit in fits})
     for fit in fits:
@@ -285,65 +293,17 @@ def comm_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Repo
     report.findings += findings.comm_bench_findings(tree.comm)
 
 
-def convergence_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Report) -> None:
-    conv = data.convergence_runs(tree.runs)
-    if conv.empty:
+def convergence_section(
+    tree: data.ResultsTree, figs: FigureWriter, report: render.Report, accuracy: studies.Groups
+) -> None:
+    """Each accuracy study (see `studies`) and one table of them all."""
+    if not accuracy:
         return
-    acc = data.accuracy_table(conv)
-    groups = list(conv.groupby("group", sort=True))
-    for label, group in groups:
-        suffix = f"-{slug(label)}" if len(groups) > 1 else ""
-        about = f" ({label})" if len(groups) > 1 else ""
-        group_acc = acc[acc["group"] == label]
-        base = data.baseline(group)
-        seeds = int(group_acc["seeds"].max()) if len(group_acc) else 0
-        epochs = group["epochs"].dropna()
-        budget = f", {epochs.iloc[0]:g} epochs at every batch" if len(epochs) else ""
-        figs.add(
-            f"accuracy_vs_batch{suffix}",
-            plots.accuracy_vs_batch(
-                group, group_acc, base, f"Final test accuracy vs global batch{about}"
-            ),
-            f"Final accuracy vs global batch{about}",
-            f"Mean final test accuracy per LR rule and global batch{budget}; "
-            + (
-                f"error bars: ± 1 standard deviation over up to {seeds} seeds. "
-                if seeds > 1
-                else "one seed per point (no error bars). "
-            )
-            + (
-                f"Grey band: the batch-{base.batch} baseline ± 1 point. "
-                if base is not None
-                else ""
-            )
-            + "×: a diverged run, drawn at its last finite evaluation.",
-        )
-        batches = data.curve_batches(group)
-        figs.add(
-            f"training_curves{suffix}",
-            plots.training_curves(
-                group, tree.epochs, batches, f"Test accuracy during training{about}"
-            ),
-            f"Training curves{about}",
-            f"Test accuracy at each evaluation, per LR rule, at global batches "
-            f"{', '.join(map(str, batches))} (lowest seed). ×: the run diverged after this point.",
-        )
-        targets = group["target_acc"].dropna().unique()
-        target = float(targets[0]) if len(targets) == 1 else None
-        figs.add(
-            f"steps_to_target{suffix}",
-            plots.steps_to_target(
-                data.steps_to_target_table(group), target, f"Steps to target vs global batch{about}"
-            ),
-            f"Steps to target vs global batch{about}",
-            "Median optimizer steps until the test accuracy first reached the workload's target, "
-            "over the runs that reached it. Dashed: perfect scaling (doubling the batch halves "
-            "the steps); curves bend away from it where larger batches stop paying off.",
-        )
-        lr_section(tree, group, suffix, about, figs)
-        sentences = findings.convergence_findings(group, group_acc, base)
-        sentences += critical_batch_section(tree, group, target, suffix, about, figs)
-        report.findings += [f"{label}: {s}" if len(groups) > 1 else s for s in sentences]
+    for label, group in accuracy:
+        named = (f"-{slug(label)}", f" ({label})") if len(accuracy) > 1 else ("", "")
+        sentences = accuracy_section(tree, group, *named, figs)
+        report.findings += [f"{label}: {s}" if len(accuracy) > 1 else s for s in sentences]
+    acc = data.accuracy_table(pd.concat([group for _, group in accuracy]))
     table = acc.assign(
         acc_mean_pct=100 * acc["acc_mean"], acc_std_points=100 * acc["acc_std"]
     ).sort_values(["group", "lr_rule", "global_batch"])
@@ -361,70 +321,231 @@ def convergence_section(tree: data.ResultsTree, figs: FigureWriter, report: rend
     report.tables.append(render.Table("Final accuracy by LR rule and global batch", table[cols]))
 
 
-def critical_batch_section(
+def accuracy_section(
+    tree: data.ResultsTree, group: pd.DataFrame, suffix: str, about: str, figs: FigureWriter
+) -> list[str]:
+    """Final accuracy against global batch under each rule, its training curves and LRs."""
+    acc = data.accuracy_table(group)
+    base = data.baseline(group)
+    seeds = int(acc["seeds"].max()) if len(acc) else 0
+    epochs = group["epochs"].dropna()
+    budget = f", {epochs.iloc[0]:g} epochs at every batch" if len(epochs) else ""
+    figs.add(
+        f"accuracy_vs_batch{suffix}",
+        plots.accuracy_vs_batch(group, acc, base, f"Final test accuracy vs global batch{about}"),
+        f"Final accuracy vs global batch{about}",
+        f"Mean final test accuracy per LR rule and global batch{budget}; "
+        + (
+            f"error bars: ± 1 standard deviation over up to {seeds} seeds. "
+            if seeds > 1
+            else "one seed per point (no error bars). "
+        )
+        + (
+            f"Grey band: the batch-{base.batch} baseline ± 1 point (each run once: at that "
+            "batch the rules train the same runs). "
+            if base is not None
+            else ""
+        )
+        + "×: a diverged run, drawn at its last finite evaluation.",
+    )
+    batches = data.curve_batches(group)
+    figs.add(
+        f"training_curves{suffix}",
+        plots.training_curves(group, tree.epochs, batches, f"Test accuracy during training{about}"),
+        f"Training curves{about}",
+        f"Test accuracy at each evaluation, per LR rule, at global batches "
+        f"{', '.join(map(str, batches))} (lowest seed). ×: the run diverged after this point.",
+    )
+    lr_section(tree, group, suffix, about, figs)
+    return findings.convergence_findings(acc, base)
+
+
+def target_sections(
     tree: data.ResultsTree,
-    group: pd.DataFrame,
-    target: float | None,
+    figs: FigureWriter,
+    report: render.Report,
+    targets: list[studies.TargetStudy],
+) -> None:
+    """Each steps-to-target study (see `studies`)."""
+    for study in targets:
+        named = (f"-{slug(study.label)}", f" ({study.label})") if len(targets) > 1 else ("", "")
+        sentences = target_section(study, tree, *named, figs, report)
+        report.findings += [f"{study.label}: {s}" if len(targets) > 1 else s for s in sentences]
+
+
+def target_section(
+    study: studies.TargetStudy,
+    tree: data.ResultsTree,
     suffix: str,
     about: str,
     figs: FigureWriter,
+    report: render.Report,
 ) -> list[str]:
-    """B_simple over training and the predicted vs empirical critical batch; their findings."""
-    measured = cb.noise_scale_runs(group, tree.epochs)
-    chance = cb.near_chance(group, tree.epochs)
-    left_out = len(chance.run_ids) if chance is not None else 0
+    """Steps to target per rule and for the LR oracle, efficiency, knee and critical batch,
+    time to target; their findings."""
+    target = f"{100 * study.target:g} %"
+    budget = f"{study.epochs:g}-epoch budget" if study.epochs else "budget"
+    figs.add(
+        f"steps_to_target{suffix}",
+        plots.steps_to_target(
+            study.rules, study.best, study.knee, study.target, f"Steps to {target}{about}"
+        ),
+        f"Steps to {target} test accuracy vs global batch{about}",
+        "Median over seeds of the optimizer steps until the test accuracy first reached "
+        f"{target}, a seed that did not within the {budget} (or diverged) counting as never: "
+        "the median is never (▲ at the top) where half the seeds or more missed. At the base "
+        "batch every rule trains the same run, counted once. Black: the LR oracle, the fewest "
+        "steps over every LR tried at that batch (the rules and the `power` grid: peak LR = "
+        "base LR × (B/B0)^exponent with warmup), the best-tuned curve of Shallue et al. 2018. "
+        "Dashed: perfect scaling from the oracle's smallest batch (doubling the batch halves "
+        "the steps).",
+    )
+    figs.add(
+        f"rule_efficiency{suffix}",
+        plots.rule_efficiency(study.efficiency, f"LR rules against the LR oracle{about}"),
+        f"Efficiency of each LR rule against the LR oracle{about}",
+        f"The oracle's steps to {target} divided by the rule's, per global batch: 100 % is "
+        "as few steps as the best LR tried there; 0 % (▲): the rule's median never reaches "
+        "the target.",
+    )
+    out = findings.target_findings(study)
+    out += critical_batch_section(study, tree, suffix, about, figs)
+    out += time_section(study, suffix, about, figs, report)
+    report.tables.append(
+        render.Table(
+            f"LR oracle: fewest steps to {target} per global batch{about}", oracle_table(study)
+        )
+    )
+    return out
+
+
+def oracle_table(study: studies.TargetStudy) -> pd.DataFrame:
+    best = study.best
+    perfect = [study.knee.perfect(b) if study.knee else None for b in best["global_batch"]]
+    return pd.DataFrame(
+        {
+            "global_batch": best["global_batch"],
+            "steps": [findings.steps_text(s) for s in best["steps"]],
+            "perfect_scaling_steps": perfect,
+            "best_lr_setting": best["setting"].fillna(""),
+            "peak_lr": best["peak_lr"],
+            "seeds_reached": [
+                f"{r} of {n}" for r, n in zip(best["reached"], best["seeds"], strict=True)
+            ],
+            "lr_settings_tried": best["tried"],
+            "budget_steps": best["budget_steps"],
+        }
+    ).dropna(axis=1, how="all")
+
+
+def critical_batch_section(
+    study: studies.TargetStudy, tree: data.ResultsTree, suffix: str, about: str, figs: FigureWriter
+) -> list[str]:
+    """B_simple over training and the predicted vs found critical batch; their findings."""
+    measured, prediction = study.trained.runs, study.prediction
     rule = cb.reference_rule(measured)
-    prediction = cb.predict(measured, rule)
-    best = cb.best_steps(group)
-    knee = cb.find_knee(best)
+    left_out = study.trained.left_out
+    how = cb.methods_text(measured)
     if rule is not None:
-        curves = cb.noise_scale_curves(measured, tree.epochs, rule)
         figs.add(
             f"gradient_noise_scale{suffix}",
             plots.noise_scale_over_training(
-                curves,
+                cb.noise_scale_curves(measured, tree.epochs, rule),
                 rule,
                 prediction.batch if prediction else None,
                 f"Gradient noise scale during training{about}",
             ),
             f"Gradient noise scale B_simple over training (`{rule}`){about}",
-            "B_simple = tr(Σ)/|G|² (McCandlish et al. 2018, App. A), from bias-corrected moving "
-            "averages of the two-batch estimates (per-worker vs global batch), at each "
-            f"evaluation of the complete `{rule}` runs; one line per global batch, mean over "
-            "seeds; evaluations without a positive estimate are left out"
+            "B_simple = tr(Σ)/|G|² (McCandlish et al. 2018, App. A) from two batch sizes: "
+            f"{how}. Both estimates are summed over a window of training steps before their "
+            f"ratio is taken; each point is the latest window at an evaluation of the `{rule}` "
+            "runs that trained, one line per global batch, mean over seeds; windows without a "
+            "positive estimate are left out"
             + (
-                f", and so are the {plural(left_out, 'run')} that stayed near chance (final "
-                f"accuracy below {100 * chance.floor:.1f} %), whose model did not learn"
+                f", and so are the {plural(left_out, 'run')} that {study.trained.reason}"
                 if left_out
                 else ""
             )
-            + ". Dotted: the predicted critical batch, the median over these runs of their "
-            "mean B_simple.",
+            + ". Dotted: the predicted critical batch.",
         )
-    if prediction is not None and knee is not None:
+    if prediction is not None and study.knee is not None:
         figs.add(
             f"critical_batch{suffix}",
             plots.critical_batch(
-                best, knee, prediction, target, f"Critical batch: predicted vs found{about}"
+                study.best,
+                study.knee,
+                prediction,
+                study.target,
+                f"Critical batch: predicted vs found{about}",
             ),
-            f"Critical batch: predicted from the noise scale vs the steps-to-target knee{about}",
-            "Points: steps to target per global batch, taken from the best-tuned LR rule at "
-            "each batch (the lowest seed-median steps over the rules, as Shallue et al. 2018 "
-            "tune per batch); colour: that rule. Dashed: perfect scaling from the smallest "
-            f"batch that reached the target; dotted: {cb.KNEE_FACTOR:g}× that. The knee (★) is "
-            f"where the steps leave {cb.KNEE_FACTOR:g}× perfect scaling, interpolated in log-log "
-            "space between the neighbouring batches. Purple line: the critical batch predicted "
-            f"from B_simple (median over the `{prediction.rule}` runs of their training-mean "
-            "B_simple; B_crit ≈ B_noise); band: median lowest to highest B_simple over training.",
+            f"Critical batch: predicted from the noise scale vs the knee of steps to target{about}",
+            "Black: the LR oracle's steps to target per global batch. Dashed: perfect scaling "
+            f"from its smallest batch; dotted: {cb.KNEE_FACTOR:g}× that. The knee (★) is the "
+            f"first batch where the steps leave {cb.KNEE_FACTOR:g}× perfect scaling, "
+            "interpolated in log-log space between the neighbouring batches (a shaded band "
+            "where only its bracket is known). Purple line: the critical batch predicted from "
+            "B_simple (B_crit ≈ B_noise): the median over the runs that reached the target of "
+            "each run's B_simple "
+            + ("pooled over its measured steps" if prediction.pooled else "mean over its windows")
+            + f"; band: the median over those runs of the {cb.BAND[0]}th to {cb.BAND[1]}th "
+            "percentile (nearest rank) of their windows at the evaluations.",
         )
-    out = findings.critical_batch_findings(prediction, knee, best)
-    if left_out and rule is not None:
-        out.append(
-            f"{plural(left_out, 'run')} that stayed near chance (final accuracy below "
-            f"{100 * chance.floor:.1f} %) {'is' if left_out == 1 else 'are'} left out of the "
-            "gradient noise scale and the predicted critical batch."
+    return findings.critical_batch_findings(study)
+
+
+def time_section(
+    study: studies.TargetStudy, suffix: str, about: str, figs: FigureWriter, report: render.Report
+) -> list[str]:
+    """Time to target against workers, measured and predicted; its table and findings."""
+    if study.times.empty:
+        return []
+    target = f"{100 * study.target:g} %"
+    validated = (
+        f" (validated up to {study.model.validated_max} workers)" if study.model is not None else ""
+    )
+    figs.add(
+        f"time_to_target{suffix}",
+        plots.time_to_target(
+            ttt.fastest_per_workers(study.times), study.target, f"Time to {target}{about}"
+        ),
+        f"Time to {target} test accuracy vs workers{about}",
+        f"Steps to {target} at global batch N·b (seed median) × the step time of N workers "
+        "of per-worker batch b: training steps only. Filled: the step time measured by this "
+        "machine's scaling runs (median); hollow: predicted by the scaling model fitted to "
+        f"them{validated}. At each worker count the per-worker batch (of those the scaling "
+        "runs measured) that reaches the target soonest; black: at the LR oracle's best LR "
+        "per batch, colours: each rule.",
+    )
+    times = study.times
+    report.tables.append(
+        render.Table(
+            f"Time to {target}{about}",
+            pd.DataFrame(
+                {
+                    "curve": times["curve"],
+                    "workers": times["workers"],
+                    "per_worker_batch": times["per_worker_batch"],
+                    "global_batch": times["global_batch"],
+                    "steps": times["steps"],
+                    "step_time_ms": 1e3 * times["step_time_s"],
+                    "step_time": [step_time_source(row) for _, row in times.iterrows()],
+                    "time_s": times["time_s"],
+                }
+            ),
+            "Training steps only. measured: median step time of this machine's scaling runs "
+            "(oversubscribed: more worker threads than cores, the time of contention); model: "
+            "the scaling model fitted to them (extrapolated: beyond the worker counts it was "
+            "validated at).",
         )
-    return out
+    )
+    return findings.time_findings(study)
+
+
+def step_time_source(row: pd.Series) -> str:
+    """Where a time-to-target row's step time comes from, in the table's words."""
+    if row["measured"]:
+        return "measured, oversubscribed" if row["oversubscribed"] else "measured"
+    return "model, extrapolated" if row["extrapolated"] else "model"
 
 
 def sync_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Report) -> None:
@@ -543,6 +664,9 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Writ
         meta=[status_line(tree), *machines_lines(tree.runs, tree.comm)],
     )
     figs = FigureWriter(out)
+    fits = studies.scaling_fits(tree)
+    accuracy, target_groups = studies.split(data.convergence_runs(tree.runs))
+    targets = [studies.analyse(tree, label, group, fits) for label, group in target_groups]
     if not tree.runs.empty:
         report.findings += findings.run_status_findings(tree.runs)
         report.file("Runs")
@@ -550,18 +674,20 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Writ
         report.file("Scaling")
     comm_section(tree, figs, report)
     report.file("All-reduce")
-    model_section(tree, figs, report)
+    model_section(fits, figs, report)
     report.file("Scaling model")
     if not tree.runs.empty:
         sync_section(tree, figs, report)
         report.file("Synchronization strategies")
-        convergence_section(tree, figs, report)
+        convergence_section(tree, figs, report, accuracy)
         report.file("Convergence")
+        target_sections(tree, figs, report, targets)
+        report.file("Steps to target")
         runs_tables(tree, report)
         data.summary_frame(tree.runs).to_csv(out / "summary.csv", index=False)
     else:
         (out / "summary.csv").write_text(",".join(["machine", *data.RUN_COLUMNS]) + "\n")
-    report.headline = headline.headline(tree)
+    report.headline = headline.headline(tree, accuracy, targets)
     if not figs.figures:
         report.headline.append(
             "No plot applies to these results: scaling plots need complete DDP runs at two or "

@@ -5,15 +5,19 @@ the gradient noise scale B_simple = tr(Sigma) / |G|^2 (B_crit ~ B_noise, which g
 training). Empirically it is where the steps to a target accuracy leave perfect scaling (steps
 proportional to 1/batch). Both come from one convergence group here, as pure functions on frames.
 
-- Runs that stayed near chance (a collapsed model) are left out of both: their B_simple is
-  that of a model that did not learn.
-- Prediction: the median, over the complete runs of the reference rule, of each run's mean
-  B_simple over its evaluations (run.json ``grad_noise_scale.mean``); the band is the median of
-  each run's lowest and highest B_simple over training (epochs.csv).
-- Knee: steps per batch are the best-tuned ones (Shallue et al. 2018): the lowest, over LR rules,
-  of the seed-median steps to target. Perfect scaling is S(B0)·B0/B from the smallest batch B0
-  that reached the target; the knee is where steps exceed that by more than ``KNEE_FACTOR``,
-  interpolated in log-log space between the last batch within it and the first beyond it.
+- Prediction, from the runs that reached the group's target only: a run that missed it (a
+  collapsed model, or one whose LR was too large) measured the noise of a model that did not
+  learn. Per run its B_simple pooled over every measured step (run.json
+  ``grad_noise_scale.pooled``; the mean over windows in older results); the prediction is the
+  median over runs, the band the median over runs of the ``BAND`` nearest-rank percentiles of
+  each run's windows at its evaluations (epochs.csv).
+- Knee, on the LR oracle's curve (`target_study.oracle`, the best-tuned steps per batch):
+  perfect scaling is S(B0)·B0/B from the smallest batch B0 that reached the target; the knee is
+  the first batch where steps exceed that by more than ``KNEE_FACTOR``, interpolated in log-log
+  space between the last batch within it and the first beyond it. A batch where no LR reached
+  the target within a budget of more than ``KNEE_FACTOR`` × its perfect-scaling steps is beyond
+  it too, without a value to interpolate. Where the budget allows no more than that, steps
+  cannot leave the band within it, and the knee is not claimed either way.
 """
 
 from __future__ import annotations
@@ -24,11 +28,20 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from suite.analysis.report import data
+from suite.analysis.report import data, stats
 
 KNEE_FACTOR = 2.0  # "left perfect scaling": more than 2x the perfect-scaling steps
-CHANCE_FRACTION = 0.25  # "near chance": less than a quarter of the way from chance to baseline
-REFERENCE_RULE = "linear_warmup"  # the rule whose noise scale is plotted and predicted from
+BAND = (10, 90)  # percentiles of a run's windows that bound its B_simple over training
+REFERENCE_RULE = "linear_warmup"  # the rule whose noise scale is drawn over training
+# How each `grad_noise_scale.method` splits a step's batch into the two estimates it compares.
+METHODS = {
+    "ranks": "each worker's gradient (B_small: the per-worker batch) against the all-reduced one "
+    "(B_big: the global batch)",
+    "micro_batches": "each simulated worker's micro-batch gradient (B_small: the per-worker batch) "
+    "against their mean (B_big: the global batch)",
+    "halves": "the gradients of the two halves of each global batch (B_small: half of it) "
+    "against the whole batch's (B_big)",
+}
 
 
 # ---- measured noise scale ---------------------------------------------------------------------
@@ -40,57 +53,52 @@ def positive(values: pd.Series) -> pd.Series:
     return values[np.isfinite(values) & (values > 0)]
 
 
+def positive_value(value) -> float:
+    """The value when it is a finite positive number, else NaN."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return value if math.isfinite(value) and value > 0 else math.nan
+
+
 @dataclass(frozen=True)
-class NearChance:
-    """Runs that did not learn: their gradient noise scale describes no training worth predicting
-    from (a collapsed model's B_simple sits at a few samples)."""
+class Trained:
+    """The runs a prediction may use, and what was left out and why."""
 
-    run_ids: frozenset[str]
-    floor: float  # final accuracy below which a run counts as near chance
-
-
-def near_chance(group: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> NearChance | None:
-    """Runs whose final accuracy got less than ``CHANCE_FRACTION`` of the way from chance (the
-    untrained model's accuracy, evaluated at epoch 0) to the group's baseline; None when the
-    group has no baseline or no evaluation at the start."""
-    starts = [
-        float(ep["eval_acc"].iloc[0])
-        for ep in (epochs.get(r, pd.DataFrame()) for r in group["run_id"])
-        if len(ep)
-        and "eval_acc" in ep
-        and ep["epoch"].iloc[0] == 0
-        and np.isfinite(ep["eval_acc"].iloc[0])
-    ]
-    if not starts or "final_eval_acc" not in group:
-        return None
-    base = data.baseline(group)
-    if base is None:
-        return None
-    chance = float(np.median(starts))
-    floor = chance + CHANCE_FRACTION * (base.acc - chance)
-    done = group[group["status"] == "complete"]
-    return NearChance(frozenset(done[done["final_eval_acc"] < floor]["run_id"]), floor)
+    runs: pd.DataFrame  # with gns (the run's B_simple), gns_low and gns_high (over training)
+    left_out: int  # finished runs that did not reach the target
+    reason: str  # what those runs did not do
 
 
-def noise_scale_runs(group: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """The complete runs of a group that measured B_simple and learned (see `near_chance`), with
-    ``gns_mean`` (the training mean from run.json, else from epochs.csv), ``gns_low`` and
-    ``gns_high`` (range over training)."""
-    chance = near_chance(group, epochs)
-    left_out = chance.run_ids if chance else frozenset()
+def trained_runs(group: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> Trained:
+    """The complete runs that reached the target and measured B_simple, with ``gns`` (pooled,
+    else the mean over windows, else the mean at the evaluations), ``gns_low`` and ``gns_high``
+    (the ``BAND`` percentiles over training)."""
+    finished = group[group["status"].isin(["complete", "diverged"])]
+    keep = finished[(finished["status"] == "complete") & finished["steps_to_target"].notna()]
     rows = []
-    done = group[(group["status"] == "complete") & ~group["run_id"].isin(left_out)]
-    for _, run in done.iterrows():
+    for _, run in keep.iterrows():
         curve = positive(epochs.get(run["run_id"], pd.DataFrame()).get("grad_noise_scale", ()))
-        mean = run.get("grad_noise_scale.mean", math.nan)
-        if not (pd.notna(mean) and math.isfinite(mean) and mean > 0):
-            mean = float(curve.mean()) if len(curve) else math.nan
-        if math.isnan(mean):
+        value = positive_value(run.get("grad_noise_scale.pooled"))
+        if math.isnan(value):
+            value = positive_value(run.get("grad_noise_scale.mean"))
+        if math.isnan(value):
+            value = float(curve.mean()) if len(curve) else math.nan
+        if math.isnan(value):
             continue
-        low = float(curve.min()) if len(curve) else math.nan
-        high = float(curve.max()) if len(curve) else math.nan
-        rows.append({**run.to_dict(), "gns_mean": mean, "gns_low": low, "gns_high": high})
-    return pd.DataFrame(rows)
+        low, high = (stats.nearest_rank(curve, q) for q in BAND)
+        rows.append({**run.to_dict(), "gns": value, "gns_low": low, "gns_high": high})
+    return Trained(pd.DataFrame(rows), len(finished) - len(keep), "did not reach the target")
+
+
+def methods_text(runs: pd.DataFrame) -> str:
+    """How the runs measured B_simple, in words, from their recorded method."""
+    methods = runs.get("grad_noise_scale.method", pd.Series(dtype=object)).dropna().unique()
+    known = [METHODS[m] for m in sorted(methods) if m in METHODS]
+    if not known:
+        return "two batch sizes (method not recorded)"
+    return "; ".join(known)
 
 
 def reference_rule(measured: pd.DataFrame) -> str | None:
@@ -138,59 +146,40 @@ def noise_scale_curves(
 class Prediction:
     """The critical batch predicted from the measured gradient noise scale."""
 
-    batch: float  # median over runs of the training-mean B_simple
-    low: float | None  # median over runs of the lowest B_simple over training
-    high: float | None  # ... and of the highest
-    rule: str
+    batch: float  # median over the runs of their B_simple
+    low: float | None  # median over runs of their BAND[0] percentile over training
+    high: float | None  # ... and of their BAND[1] percentile
     runs: int
+    pooled: bool  # every run's value pooled over its steps (else means over windows)
 
 
-def predict(measured: pd.DataFrame, rule: str | None) -> Prediction | None:
-    """B_crit ~ B_noise from the reference rule's runs, or None when nothing was measured."""
-    if rule is None or measured.empty:
+def predict(trained: pd.DataFrame) -> Prediction | None:
+    """B_crit ~ B_noise from the runs that trained, or None when none measured it."""
+    if trained.empty:
         return None
-    runs = measured[measured["lr_rule"] == rule]
-    if runs.empty:
-        return None
-    low, high = runs["gns_low"].dropna(), runs["gns_high"].dropna()
+    low, high = trained["gns_low"].dropna(), trained["gns_high"].dropna()
+    pooled = trained.get("grad_noise_scale.pooled", pd.Series(dtype=float))
     return Prediction(
-        batch=float(runs["gns_mean"].median()),
+        batch=float(trained["gns"].median()),
         low=float(low.median()) if len(low) else None,
         high=float(high.median()) if len(high) else None,
-        rule=rule,
-        runs=len(runs),
+        runs=len(trained),
+        pooled=bool((pd.to_numeric(pooled, errors="coerce") > 0).all()),
     )
 
 
 # ---- empirical knee ---------------------------------------------------------------------------
 
 
-def best_steps(group: pd.DataFrame) -> pd.DataFrame:
-    """Per global batch: the lowest, over LR rules, of the seed-median steps to target.
-
-    Columns: global_batch, steps_to_target (NaN where no run of any rule reached the target),
-    lr_rule (the rule that was best there).
-    """
-    batches = sorted(int(b) for b in group["global_batch"].dropna().unique())
-    table = data.steps_to_target_table(group)
-    rows = []
-    for batch in batches:
-        at = table[table["global_batch"] == batch] if len(table) else table
-        if len(at):
-            best = at.loc[at["steps_to_target"].idxmin()]
-            rows.append((batch, float(best["steps_to_target"]), best["lr_rule"]))
-        else:
-            rows.append((batch, math.nan, None))
-    return pd.DataFrame(rows, columns=["global_batch", "steps_to_target", "lr_rule"])
-
-
 @dataclass(frozen=True)
 class Knee:
     """Where steps-to-target leave perfect scaling by more than ``KNEE_FACTOR``.
 
-    ``batch`` is set only when the curve crosses the line between two measured batches. Otherwise
-    the knee lies above ``within`` (the largest batch still within the factor), because the sweep
-    ends there (``unreached`` is None) or because no run reached the target at ``unreached``.
+    Found: ``batch`` (interpolated between ``within`` and ``beyond``), or only ``beyond`` when no
+    LR reached the target there within a budget that left room to. Not found: above ``within``
+    because the sweep ends there; or not placed, because at ``unreached`` no LR reached the
+    target within a budget too short to tell, or from ``short_budget`` on the budget left no
+    room beyond the factor.
     """
 
     base_batch: int  # B0: the smallest batch that reached the target
@@ -198,31 +187,67 @@ class Knee:
     within: int  # the largest batch, from B0 on, whose steps are within the factor
     batch: float | None = None  # interpolated knee
     beyond: int | None = None  # the first batch beyond the factor
-    unreached: int | None = None  # the first batch above `within` where no run reached it
+    unreached: int | None = None  # the first batch above `within` where no LR reached it
+    short_budget: int | None = None  # the first batch whose budget allows no more than the factor
+    room: float | None = None  # budget / perfect-scaling steps at `unreached` or `short_budget`
 
     def perfect(self, batch: float) -> float:
         return self.base_steps * self.base_batch / batch
 
+    @property
+    def found(self) -> bool:
+        return self.beyond is not None
+
+    @property
+    def placed(self) -> bool:
+        """Whether the data say where the knee is (found, or above the largest batch with room
+        to have shown it)."""
+        return self.found or (self.unreached is None and self.short_budget is None)
+
 
 def find_knee(best: pd.DataFrame, factor: float = KNEE_FACTOR) -> Knee | None:
-    """The knee of a best-steps table (see `best_steps`); None with fewer than two batches that
-    reached the target, where there is no curve to leave perfect scaling."""
+    """The knee of an oracle table (`target_study.oracle`: global_batch, steps with inf where no
+    LR reached the target, budget_steps); None without a batch above the smallest that reached
+    it."""
     best = best.sort_values("global_batch")
-    reached = best[best["steps_to_target"].notna()]
-    if len(reached) < 2:
+    reached = best[np.isfinite(best["steps"])]
+    if reached.empty:
         return None
-    b0, s0 = int(reached["global_batch"].iloc[0]), float(reached["steps_to_target"].iloc[0])
+    b0, s0 = int(reached["global_batch"].iloc[0]), float(reached["steps"].iloc[0])
     later = best[best["global_batch"] > b0]
-    last_b, last_ratio = b0, 1.0
-    for batch, steps in zip(later["global_batch"], later["steps_to_target"], strict=True):
-        batch = int(batch)
-        if math.isnan(steps):
-            return Knee(b0, s0, within=last_b, unreached=batch)
-        ratio = steps / (s0 * b0 / batch)
+    if later.empty:
+        return None
+    last_b, last_ratio, short = b0, 1.0, None
+    for _, row in later.iterrows():
+        batch = int(row["global_batch"])
+        perfect = s0 * b0 / batch
+        room = float(row["budget_steps"]) / perfect  # NaN when the budget is not recorded
+        if not math.isfinite(row["steps"]):
+            beyond = batch if room > factor else None
+            return Knee(b0, s0, within=last_b, beyond=beyond, unreached=batch, room=room)
+        ratio = row["steps"] / perfect
         if ratio > factor:
             # linear in (log batch, log ratio) between the last point within and this one
             t = (math.log(factor) - math.log(last_ratio)) / (math.log(ratio) - math.log(last_ratio))
             knee = math.exp(math.log(last_b) + t * (math.log(batch) - math.log(last_b)))
             return Knee(b0, s0, within=last_b, batch=knee, beyond=batch)
+        if short is None and room <= factor:
+            short = (batch, room)
         last_b, last_ratio = batch, ratio
-    return Knee(b0, s0, within=last_b)
+    if short is None:
+        return Knee(b0, s0, within=last_b)
+    return Knee(b0, s0, within=last_b, short_budget=short[0], room=short[1])
+
+
+def predicted_over_found(prediction: Prediction, knee: Knee) -> tuple[float, float] | None:
+    """predicted B_crit / found knee as (low, high): equal when the knee was interpolated, a
+    range when it is only bracketed, (0, bound) when it lies above the largest batch; None
+    when the knee is not placed."""
+    if knee.batch is not None:
+        ratio = prediction.batch / knee.batch
+        return ratio, ratio
+    if knee.beyond is not None:
+        return prediction.batch / knee.beyond, prediction.batch / knee.within
+    if knee.placed:
+        return 0.0, prediction.batch / knee.within
+    return None

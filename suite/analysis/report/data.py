@@ -36,7 +36,11 @@ SCALING_KEY = ["machine", "workload", "per_worker_batch", "precision", "device",
 # Rules that bring their own base LR and schedule (the recipe keys below) to a study.
 OWN_RECIPE_RULES = ("lars",)
 RECIPE_KEYS = ["base_lr", "schedule"]
-# Convergence groups: runs of one training recipe that differ in global batch and LR rule.
+# Columns the convergence analysis reads beyond the summary's (empty in older results).
+STUDY_COLUMNS = ["total_steps", "grad_noise_scale.pooled", "grad_noise_scale.method"]
+STOP_AT_TARGET = "config.train.stop_at_target"
+# Convergence groups: runs of one training recipe that differ in global batch and LR rule; a
+# steps-to-target study (runs stop at the target) never mixes with a fixed-budget one.
 CONVERGENCE_KEY = [
     "machine",
     "workload",
@@ -47,7 +51,11 @@ CONVERGENCE_KEY = [
     "schedule",
     "precision",
     "sync_label",
+    "stops_at_target",
 ]
+# Runs of one group that agree on these train identically whatever their rule is called: every
+# rule at the base batch (k = 1) is the small-batch recipe.
+TRAJECTORY_KEY = ["global_batch", "seed", "peak_lr", "warmup_epochs", "schedule", "base_lr"]
 
 
 @dataclass
@@ -124,10 +132,10 @@ def tidy_runs(runs: pd.DataFrame) -> pd.DataFrame:
     if "grad_noise_scale" in runs.columns and runs["grad_noise_scale"].isna().all():
         # the null a run writes when it does not measure the noise scale (measured: dotted names)
         runs = runs.drop(columns="grad_noise_scale")
-    for col in RUN_COLUMNS:
+    for col in [*RUN_COLUMNS, *STUDY_COLUMNS]:
         if col not in runs.columns:
             runs[col] = None
-    for col in NUMERIC_COLUMNS:
+    for col in [*NUMERIC_COLUMNS, "total_steps", "grad_noise_scale.pooled"]:
         runs[col] = pd.to_numeric(runs[col], errors="coerce")
     for col in ("workload", "mode", "lr_rule", "precision", "device", "schedule"):
         runs[col] = runs[col].fillna("?").astype(str)
@@ -135,6 +143,8 @@ def tidy_runs(runs: pd.DataFrame) -> pd.DataFrame:
     runs["sync"] = runs["sync"].fillna("allreduce").astype(str)
     runs["sync_label"] = runs["sync_label"].fillna(runs["sync"]).astype(str)
     runs["machine"] = runs.apply(machine_label, axis=1) if not runs.empty else []
+    stops = runs[STOP_AT_TARGET] if STOP_AT_TARGET in runs.columns else pd.Series(False, runs.index)
+    runs["stops_at_target"] = stops.eq(True)
     # More worker threads than cores: the timings measure contention (records before the
     # fingerprint had the flag read as not oversubscribed).
     runs["oversubscribed"] = runs["hardware.oversubscribed"].eq(True)
@@ -259,6 +269,7 @@ COLUMN_NAMES = {
     "base_batch": "base batch",
     "schedule": "schedule",
     "sync_label": "synchronization",
+    "stops_at_target": "study",
 }
 
 
@@ -286,6 +297,8 @@ def describe(column: str, value) -> str:
         return f"base LR {value:g}"
     if column == "base_batch":
         return f"base batch {int(value)}"
+    if column == "stops_at_target":
+        return "steps to target" if value else "fixed budget"
     return str(value)
 
 
@@ -359,22 +372,36 @@ def accuracy_table(conv: pd.DataFrame) -> pd.DataFrame:
 @dataclass(frozen=True)
 class Baseline:
     batch: int
-    acc: float  # mean final accuracy (fraction) of the completed runs at the smallest batch
+    # mean final accuracy (fraction) of the distinct completed runs at the smallest batch
+    acc: float
     std: float
-    runs: int
+    runs: int  # distinct runs (trajectories) the mean is over
+    shared: int = 0  # further runs that repeated one of those trajectories under another rule
+
+
+def distinct_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """One run per trajectory (see ``TRAJECTORY_KEY``): a rule that trains the very run another
+    rule trained adds no evidence, so statistics count it once. Runs that lack a key column's
+    value are kept as they are."""
+    known = runs[TRAJECTORY_KEY].notna().all(axis=1)
+    unique = runs[known].drop_duplicates(TRAJECTORY_KEY)
+    return pd.concat([unique, runs[~known]]).sort_index()
 
 
 def baseline(conv_group: pd.DataFrame) -> Baseline | None:
-    """The small-batch reference: every completed run at the group's smallest global batch."""
+    """The small-batch reference: the completed runs at the group's smallest global batch, each
+    trajectory once."""
     smallest = conv_group["global_batch"].min()
     at = conv_group[(conv_group["global_batch"] == smallest) & (conv_group["status"] == "complete")]
     if (~at["lr_rule"].isin(OWN_RECIPE_RULES)).any():  # the recipe's own small-batch accuracy
         at = at[~at["lr_rule"].isin(OWN_RECIPE_RULES)]
-    accs = at["final_eval_acc"].dropna()
+    at = at[at["final_eval_acc"].notna()]
+    distinct = distinct_runs(at)
+    accs = distinct["final_eval_acc"]
     if accs.empty:
         return None
     std = float(accs.std(ddof=1)) if len(accs) > 1 else 0.0
-    return Baseline(batch=int(smallest), acc=float(accs.mean()), std=std, runs=len(accs))
+    return Baseline(int(smallest), float(accs.mean()), std, len(accs), len(at) - len(distinct))
 
 
 def curve_batches(conv_group: pd.DataFrame, most: int = 3) -> list[int]:
@@ -415,19 +442,6 @@ def lr_series(tree: ResultsTree, run_id: str) -> pd.DataFrame:
         return pd.DataFrame(columns=["step", "lr"])
     merged = pd.concat(parts).dropna().drop_duplicates("step").sort_values("step")
     return merged.reset_index(drop=True)
-
-
-def steps_to_target_table(conv_group: pd.DataFrame) -> pd.DataFrame:
-    """Per rule and batch: median steps to the target accuracy over the runs that reached it."""
-    hit = conv_group[conv_group["steps_to_target"].notna()]
-    if hit.empty:
-        return pd.DataFrame()
-    return (
-        hit.groupby(["lr_rule", "global_batch"])["steps_to_target"]
-        .median()
-        .reset_index()
-        .sort_values(["lr_rule", "global_batch"])
-    )
 
 
 # ---- runs that produced no result --------------------------------------------------------------

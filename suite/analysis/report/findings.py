@@ -5,10 +5,15 @@ Accuracies are fractions in the tables and points (percent) in the sentences.
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
 
 from suite.analysis.report import critical_batch as cb
-from suite.analysis.report import data
+from suite.analysis.report import data, studies
+from suite.analysis.report import target_study as ts
+from suite.analysis.report import time_to_target as ttt
 from suite.analysis.report.plots import approx, human_bytes
 
 SUPERLINEAR = 1.10  # efficiency above this points at a slow baseline, not at magic
@@ -98,9 +103,7 @@ def communication_findings(label: str, grp: pd.DataFrame) -> list[str]:
     return [sentence + "."]
 
 
-def convergence_findings(
-    group: pd.DataFrame, acc: pd.DataFrame, base: data.Baseline | None
-) -> list[str]:
+def convergence_findings(acc: pd.DataFrame, base: data.Baseline | None) -> list[str]:
     """Where each rule keeps the small-batch accuracy, and where it falls or diverges."""
     if base is None:
         out = ["No run at the smallest global batch completed, so there is no baseline accuracy."]
@@ -111,6 +114,12 @@ def convergence_findings(
                 out.append(f"`{rule}` diverges at global batch {batches}.")
         return out
     spread = f"; standard deviation {100 * base.std:.1f} points" if base.runs > 1 else ""
+    if base.shared:
+        spread += (
+            f"; {base.shared} more run{'s' if base.shared > 1 else ''} under other rules "
+            f"{'train' if base.shared > 1 else 'trains'} one of these runs again (at the base "
+            "batch every rule gives the base LR) and count once"
+        )
     out = [
         f"Baseline: at global batch {base.batch} the runs reach {pct(base.acc)} test accuracy "
         f"(mean of {base.runs} run{'s' if base.runs > 1 else ''}{spread})."
@@ -119,7 +128,6 @@ def convergence_findings(
         rows = scaled_rows(acc, rule, base)
         if not rows.empty:
             out.append(rule_finding(rule, rows, base))
-    out.extend(target_findings(group))
     return out
 
 
@@ -192,100 +200,275 @@ def rule_finding(rule: str, rows: pd.DataFrame, base: data.Baseline) -> str:
     return head + ("; " + " and ".join(tail) if tail else "") + "."
 
 
-def target_findings(group: pd.DataFrame) -> list[str]:
-    """How steps-to-target shrink with batch for the rule measured at the most batch sizes."""
-    targets = group["target_acc"].dropna().unique()
-    if len(targets) != 1:
+# ---- the steps-to-target study ----------------------------------------------------------------
+
+
+def rules_text(rules: list[str]) -> str:
+    """`a`, `b` and `c`."""
+    named = [f"`{r}`" for r in rules]
+    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+
+
+def steps_text(steps: float) -> str:
+    return f"{steps:,.0f}" if math.isfinite(steps) else "never"
+
+
+def target_findings(study: studies.TargetStudy) -> list[str]:
+    """The LR oracle, censored seeds, each rule's efficiency, and LRs at the grid's edge."""
+    if study.best.empty:
         return []
-    target = float(targets[0])
-    table = data.steps_to_target_table(group)
+    return [
+        *oracle_findings(study),
+        *censoring_findings(study),
+        *efficiency_findings(study),
+        *grid_edge_findings(study),
+    ]
+
+
+def oracle_findings(study: studies.TargetStudy) -> list[str]:
+    best, target = study.best, pct(study.target, 0)
+    reached = best[np.isfinite(best["steps"])]
+    if reached.empty:
+        return [f"No run reached {target} test accuracy at any global batch."]
+    first, last = reached.iloc[0], reached.iloc[-1]
+    sentence = (
+        f"LR oracle (at each global batch the fewest seed-median steps over the LRs tried "
+        f"there, up to {int(best['tried'].max())}): {target} test accuracy in "
+        f"{first['steps']:,.0f} steps at batch {int(first['global_batch'])}"
+    )
+    if len(reached) > 1:
+        sentence += f" and {last['steps']:,.0f} at {int(last['global_batch'])}"
+        if study.knee is not None:
+            sentence += f" (perfect scaling: {study.knee.perfect(last['global_batch']):,.0f})"
+    never = best[~np.isfinite(best["steps"])]["global_batch"]
+    if len(never):
+        batches = ", ".join(str(int(b)) for b in never)
+        sentence += f"; no LR tried reached it at {batches}"
+    return [sentence + "."]
+
+
+def censoring_findings(study: studies.TargetStudy) -> list[str]:
+    """How many runs missed the target, and which seed medians that makes infinite."""
+    runs = ts.finished_runs(study.group)
+    missed = int((~np.isfinite(runs["steps"])).sum())
+    if not missed:
+        return []
+    budget = f"the {study.epochs:g}-epoch budget" if study.epochs else "the budget"
+    sentence = (
+        f"{missed} of {len(runs)} runs did not reach {pct(study.target, 0)} within {budget} "
+        "(or diverged first); each counts as never reaching it, so a seed median is never "
+        "where half the seeds or more missed"
+    )
+    rules = study.rules[
+        ~np.isfinite(study.rules["steps"]) & (study.rules["setting"] != ts.BASE_SETTING)
+    ]
+    parts = [
+        f"{rules_text(data.rule_order(grp['lr_rule']))} at {int(batch)}"
+        for batch, grp in rules.groupby("global_batch", sort=True)
+    ]
+    grid = study.settings[study.settings["lr_rule"] == ts.GRID_RULE]
+    grid_never = int((~np.isfinite(grid["steps"])).sum())
+    if grid_never:
+        parts.append(f"{grid_never} of the {len(grid)} (LR, batch) points of the `power` grid")
+    return [sentence + (": " + "; ".join(parts) if parts else "") + "."]
+
+
+def efficiency_findings(study: studies.TargetStudy) -> list[str]:
+    """Per rule, its efficiency against the oracle at every batch above the base batch."""
+    eff = study.efficiency
+    base = ts.base_batch(study.group)
+    eff = eff[eff["global_batch"] != base] if base is not None else eff
     out = []
-    missed = group[group["steps_to_target"].isna()]
-    if len(missed):
+    for rule in data.rule_order(eff["lr_rule"]):
+        rows = eff[eff["lr_rule"] == rule].sort_values("global_batch")
         out.append(
-            f"{len(missed)} of {len(group)} runs never reached {pct(target, 0)} test accuracy "
-            "(not drawn in the steps-to-target plot)."
+            f"`{rule}` against the LR oracle (oracle steps / its steps to "
+            f"{pct(study.target, 0)}): {efficiency_list(rows)}."
         )
-    if table.empty:
-        return out
-    counts = table.groupby("lr_rule")["global_batch"].nunique()
-    if counts.max() < 2:
-        return out
-    rule = next(r for r in data.rule_order(counts.index) if counts[r] == counts.max())
-    r = table[table["lr_rule"] == rule].sort_values("global_batch")
-    (b1, s1), (b2, s2) = (
-        r.iloc[0][["global_batch", "steps_to_target"]],
-        r.iloc[-1][["global_batch", "steps_to_target"]],
-    )
-    ideal = s1 * b1 / b2
-    out.append(
-        f"With `{rule}`, steps to reach {pct(target, 0)} fall from {s1:,.0f} at batch {b1:g} to "
-        f"{s2:,.0f} at batch {b2:g}; perfect scaling would need {ideal:,.0f} "
-        f"({pct((s1 / s2) / (b2 / b1), 0)} of the ideal reduction)."
-    )
     return out
 
 
-def critical_batch_findings(
-    prediction: cb.Prediction | None, knee: cb.Knee | None, best: pd.DataFrame
-) -> list[str]:
-    """How far the critical batch predicted from the noise scale is from the empirical knee."""
+def efficiency_list(rows: pd.DataFrame) -> str:
+    """'100 % at 64, 73 % at 128, never from 256 on' for one rule's rows, sorted by batch."""
+    batches, values = list(rows["global_batch"]), list(rows["efficiency"])
+    tail = len(values)
+    while tail > 0 and values[tail - 1] == 0:
+        tail -= 1
+    parts = [
+        f"{pct(e, 0)} at {int(b)}" if e > 0 else f"never at {int(b)}"
+        for b, e in zip(batches[:tail], values[:tail], strict=True)
+    ]
+    if tail == len(values) - 1:
+        parts.append(f"never at {int(batches[tail])}")
+    elif tail < len(values):
+        parts.append(f"never from {int(batches[tail])} on")
+    return ", ".join(parts)
+
+
+def grid_edge_findings(study: studies.TargetStudy) -> list[str]:
+    """Batches whose best LR is the largest or smallest tried: the grid may end too soon."""
+    out = []
+    for _, row in study.best[study.best["at_grid_edge"]].iterrows():
+        batch = int(row["global_batch"])
+        tried = study.settings[study.settings["global_batch"] == batch]["peak_lr"]
+        side = "largest" if row["peak_lr"] >= tried.max() else "smallest"
+        out.append(
+            f"At global batch {batch} the fewest steps come from the {side} LR tried (peak LR "
+            f"{row['peak_lr']:.3g}, `{row['setting']}`): the best-tuned steps there may be fewer "
+            "still."
+        )
+    return out
+
+
+def knee_text(knee: cb.Knee) -> str:
+    """Where the LR oracle's curve leaves perfect scaling, or why that is not known."""
     factor = f"{cb.KNEE_FACTOR:g}×"
-    if knee is None:
-        reached = best[best["steps_to_target"].notna()]["global_batch"]
-        if prediction is None or best.empty:
-            return []
-        why = (
-            f"only batch {int(reached.iloc[0])} reached the target accuracy"
-            if len(reached) == 1
-            else "no run reached the target accuracy"
-        )
-        return [f"{predicted_text(prediction)}; {why}, so there is no empirical knee to compare."]
+    head = f"the LR oracle's steps to target stay within {factor} perfect scaling up to batch "
     if knee.batch is not None:
-        found = (
-            f"the steps-to-target curve (best LR rule per batch) leaves perfect scaling by "
-            f"{factor} at batch ≈ {approx(knee.batch)}"
+        return (
+            f"the LR oracle's steps to target leave {factor} perfect scaling at global batch ≈ "
+            f"{approx(knee.batch)} (interpolated in log-log between {knee.within} and "
+            f"{knee.beyond})"
         )
-    else:
-        where = (
-            f"up to batch {knee.within} and no run reached the target at batch {knee.unreached}"
-            if knee.unreached is not None
-            else f"up to the largest batch measured ({knee.within})"
+    if knee.beyond is not None:
+        return (
+            f"{head}{knee.within}, and at {knee.beyond} no LR reached the target within a budget "
+            f"of {knee.room:.1f}× its perfect-scaling steps: the knee lies between {knee.within} "
+            f"and {knee.beyond}"
         )
-        found = (
-            f"the steps-to-target curve (best LR rule per batch) stays within {factor} of perfect "
-            f"scaling {where}, so its knee lies above {knee.within}"
+    if knee.unreached is not None:
+        room = f"only {knee.room:.1f}×" if math.isfinite(knee.room or math.nan) else "unknown"
+        return (
+            f"{head}{knee.within}; at {knee.unreached} no LR reached the target, but its budget "
+            f"allows {room} the perfect-scaling steps, so the knee is not placed"
         )
-    if prediction is None:
-        return [
-            found[0].upper() + found[1:] + "; no gradient noise scale was recorded in these "
-            "runs, so there is no predicted critical batch to compare it with."
-        ]
-    head = f"{predicted_text(prediction)}; {found}"
-    if knee.batch is None:
-        if prediction.batch > knee.within:
-            return [head + ", consistent with the prediction."]
-        return [head + f": the prediction is at least {knee.within / prediction.batch:.1f}× low."]
-    ratio = max(knee.batch, prediction.batch) / min(knee.batch, prediction.batch)
-    side = "below" if prediction.batch < knee.batch else "above"
-    verdict = (
-        "within an order of magnitude, as McCandlish et al. report"
-        if ratio <= 10
-        else "more than an order of magnitude; McCandlish et al. report agreement within one"
+    if knee.short_budget is not None:
+        return (
+            f"{head}{knee.within}, but from batch {knee.short_budget} on the budget allows at most "
+            f"{knee.room:.1f}× the perfect-scaling steps, so no batch could leave {factor}: this "
+            "budget cannot measure the knee"
+        )
+    return (
+        f"{head}the largest batch measured ({knee.within}), with room in the budget to leave it: "
+        f"the knee lies above {knee.within}"
     )
-    return [head + f": the prediction is a factor of {ratio:.1f} {side} it ({verdict})."]
 
 
-def predicted_text(prediction: cb.Prediction) -> str:
-    runs = f"{prediction.runs} `{prediction.rule}` run{'s' if prediction.runs > 1 else ''}"
+def ratio_text(prediction: cb.Prediction, knee: cb.Knee, verdict: bool = True) -> str:
+    """predicted / found as a number (or range), with McCandlish et al.'s yardstick."""
+    ratio = cb.predicted_over_found(prediction, knee)
+    if ratio is None:
+        return ""
+    low, high = ratio
+    if low == high:
+        if not verdict:
+            return f"predicted / found = {low:.2g}"
+        close = 0.1 <= low <= 10
+        judged = (
+            "within an order of magnitude, as McCandlish et al. report"
+            if close
+            else "more than an order of magnitude apart; McCandlish et al. report agreement "
+            "within one"
+        )
+        return f"predicted / found = {low:.2g} ({judged})"
+    if low == 0:
+        return f"predicted / found < {high:.2g}"
+    return f"predicted / found between {low:.2g} and {high:.2g}"
+
+
+def predicted_text(prediction: cb.Prediction, trained: str) -> str:
+    estimate = (
+        "pooled over each run's measured steps" if prediction.pooled else "mean over each run"
+    )
     spread = (
-        f", {approx(prediction.low)}–{approx(prediction.high)} over training"
+        f", {approx(prediction.low)}–{approx(prediction.high)} over training "
+        f"({cb.BAND[0]}th–{cb.BAND[1]}th percentile)"
         if prediction.low is not None and prediction.high is not None
         else ""
     )
+    runs = f"{prediction.runs} run{'s' if prediction.runs > 1 else ''}"
     return (
-        f"Predicted critical batch (gradient noise scale B_simple, median training mean of "
-        f"{runs}) ≈ {approx(prediction.batch)}{spread}"
+        f"the gradient noise scale of the {runs} that {trained} (B_simple {estimate}, median "
+        f"over runs) predicts a critical batch ≈ {approx(prediction.batch)}{spread}"
+    )
+
+
+def critical_batch_findings(study: studies.TargetStudy) -> list[str]:
+    """The knee, the predicted critical batch, predicted / found, and what was left out."""
+    knee, prediction = study.knee, study.prediction
+    trained = f"reached {pct(study.target, 0)}"
+    out = []
+    if knee is None:
+        if prediction is not None:
+            out.append(
+                capital(predicted_text(prediction, trained))
+                + "; no batch above the smallest that reached the target was run, so there is "
+                "no knee to compare it with."
+            )
+    elif prediction is None:
+        out.append(
+            capital(knee_text(knee)) + "; no gradient noise scale was recorded in these runs, "
+            "so there is no predicted critical batch to compare it with."
+        )
+    else:
+        ratio = ratio_text(prediction, knee)
+        out.append(
+            f"{capital(knee_text(knee))}; {predicted_text(prediction, trained)}"
+            + (f": {ratio}." if ratio else ".")
+        )
+    if study.trained.left_out and prediction is not None:
+        n = study.trained.left_out
+        out.append(
+            f"{n} run{'s' if n > 1 else ''} that {study.trained.reason} "
+            f"{'are' if n > 1 else 'is'} left out of the noise-scale prediction."
+        )
+    return out
+
+
+def capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def time_findings(study: studies.TargetStudy) -> list[str]:
+    """The fastest way to the target on this machine, at the best LR and under each rule."""
+    times = study.times
+    if times.empty:
+        return []
+    target = pct(study.target, 0)
+    out = []
+    best = ttt.fastest(times, ttt.ORACLE)
+    if best.measured is not None:
+        row = best.measured
+        out.append(
+            f"Time to {target} (training steps only) at the best LR per batch: fastest measured "
+            f"on this machine with {ttt.point(row)} ({ttt.seconds(row['time_s'])}: "
+            f"{row['steps']:,.0f} steps of {1e3 * row['step_time_s']:.2g} ms)"
+            + predicted_clause(best.predicted, study.model)
+            + "."
+        )
+    parts = []
+    for rule in data.rule_order(times[times["curve"] != ttt.ORACLE]["curve"]):
+        found = ttt.fastest(times, rule)
+        if found.measured is not None:
+            parts.append(
+                f"`{rule}` {ttt.point(found.measured)} ({ttt.seconds(found.measured['time_s'])})"
+            )
+    if parts:
+        out.append(f"Fastest measured time to {target} per rule: {', '.join(parts)}.")
+    return out
+
+
+def predicted_clause(row: pd.Series | None, model) -> str:
+    """'; the scaling model predicts ...' for a faster point beyond the measurements."""
+    if row is None:
+        return ""
+    beyond = (
+        f", extrapolated beyond the {model.validated_max} workers it was validated at"
+        if row["extrapolated"] and model is not None
+        else ""
+    )
+    return (
+        f"; the scaling model predicts {ttt.seconds(row['time_s'])} with {ttt.point(row)}{beyond}"
     )
 
 

@@ -1,19 +1,24 @@
 """The headline of a report: at most five sentences a reader acts on, computed from the tables.
 
-In order: the largest global batch each LR rule takes within 1 point of the small-batch
-accuracy; how far warmup extends linear scaling; the best and worst scaling efficiency at the
-largest worker count not oversubscribed and what limits them; the all-reduce bus bandwidth;
-then failed runs, or else the critical batch. The findings below the headline hold the details.
+In order of priority, as many as fit: the largest global batch each LR rule takes within 1 point
+of the small-batch accuracy; the knee of steps to target beside the critical batch the noise
+scale predicts; the fastest way to the target on this machine; the best and worst scaling
+efficiency at the largest worker count not oversubscribed and what limits them; each rule's
+efficiency against the LR oracle at the largest batch the oracle reached; how far warmup extends
+linear scaling; the all-reduce bus bandwidth. Failed runs always take the last place. The
+findings below the headline hold the details.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from suite.analysis.report import critical_batch as cb
-from suite.analysis.report import data, findings
+from suite.analysis.report import data, findings, studies
+from suite.analysis.report import time_to_target as ttt
 from suite.analysis.report.findings import pct
 from suite.analysis.report.plots import approx, human_bytes
 from suite.analysis.report.render import HEADLINE_MAX
@@ -21,29 +26,32 @@ from suite.analysis.report.render import HEADLINE_MAX
 WARMUP_GAIN = 0.01  # warmup "helps" where it beats plain linear scaling by more than a point
 
 
-def headline(tree: data.ResultsTree) -> list[str]:
-    """The sentences, from the largest convergence group and every scaling series."""
+def headline(
+    tree: data.ResultsTree, accuracy: studies.Groups, targets: list[studies.TargetStudy]
+) -> list[str]:
+    """The sentences, from the largest accuracy and steps-to-target studies and every scaling
+    series."""
     runs = tree.runs
     scaling = data.scaling_table(runs) if not runs.empty else pd.DataFrame()
-    group = largest_group(data.convergence_runs(runs)) if not runs.empty else None
-    sentences: list[str | None] = []
-    if group is not None and (base := data.baseline(group)) is not None:
-        acc = data.accuracy_table(group)
-        sentences += [batch_limits(acc, base), warmup_extension(acc, base)]
-    sentences += [scaling_limit(scaling), bandwidth(tree.comm, scaling, runs)]
+    biggest = studies.largest(accuracy)
+    study = max(targets, key=lambda s: len(s.group), default=None)
+    base = data.baseline(biggest[1]) if biggest is not None else None
+    acc = data.accuracy_table(biggest[1]) if base is not None else None
+    sentences = [
+        batch_limits(acc, base) if base is not None else None,
+        knee_and_prediction(study) if study is not None else None,
+        time_to_target(study) if study is not None else None,
+        scaling_limit(scaling),
+        oracle_efficiency(study) if study is not None else None,
+        warmup_extension(acc, base) if base is not None else None,
+        bandwidth(tree.comm, scaling, runs),
+    ]
+    chosen = [s for s in sentences if s]
     failed = int((runs["status"] == "failed").sum()) if not runs.empty else 0
     if failed:
-        sentences.append(f"{failed} of {len(runs)} runs failed; they are listed under Failed runs.")
-    elif group is not None:
-        sentences.append(critical_batch(group, tree.epochs))
-    return [s for s in sentences if s][:HEADLINE_MAX]
-
-
-def largest_group(conv: pd.DataFrame) -> pd.DataFrame | None:
-    if conv.empty:
-        return None
-    label = conv["group"].value_counts().idxmax()
-    return conv[conv["group"] == label]
+        chosen = chosen[: HEADLINE_MAX - 1]
+        chosen.append(f"{failed} of {len(runs)} runs failed; they are listed under Failed runs.")
+    return chosen[:HEADLINE_MAX]
 
 
 def batch_limits(acc: pd.DataFrame, base: data.Baseline) -> str | None:
@@ -208,17 +216,71 @@ def gradient_bytes(scaling: pd.DataFrame, runs: pd.DataFrame) -> tuple[str, floa
     return (workload, float(sent.median())) if len(sent) else None
 
 
-def critical_batch(group: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> str | None:
-    """The critical batch predicted from the noise scale, next to where steps-to-target bend."""
-    measured = cb.noise_scale_runs(group, epochs)
-    prediction = cb.predict(measured, cb.reference_rule(measured))
-    if prediction is None:
+def oracle_efficiency(study: studies.TargetStudy) -> str | None:
+    """Each rule's efficiency against the LR oracle at the largest batch the oracle reached."""
+    reached = study.best[np.isfinite(study.best["steps"])]
+    if len(reached) < 2:
         return None
-    sentence = f"The gradient noise scale predicts a critical batch of ≈ {approx(prediction.batch)}"
-    knee = cb.find_knee(cb.best_steps(group))
-    factor = f"{cb.KNEE_FACTOR:g}×"
-    if knee is not None and knee.batch is not None:
-        sentence += f"; steps to target leave perfect scaling by {factor} at ≈ {approx(knee.batch)}"
-    elif knee is not None:
-        sentence += f"; steps to target stay within {factor} of perfect scaling up to {knee.within}"
+    batch = int(reached["global_batch"].iloc[-1])
+    at = study.efficiency[study.efficiency["global_batch"] == batch]
+    if at.empty:
+        return None
+    order = at.sort_values("efficiency", ascending=False)
+    scored = [
+        f"`{r}` {pct(e, 0)}"
+        for r, e in zip(order["lr_rule"], order["efficiency"], strict=True)
+        if e > 0
+    ]
+    never = [r for r, e in zip(order["lr_rule"], order["efficiency"], strict=True) if e == 0]
+    steps = reached["steps"].iloc[-1]
+    sentence = (
+        f"At global batch {batch}, against the best of the LRs tried ({steps:,.0f} steps to "
+        f"{pct(study.target, 0)}), the rules' efficiency is"
+    )
+    sentence += " " + ", ".join(scored) if scored else ""
+    if never:
+        joined = findings.rules_text(data.rule_order(never))
+        sentence += (
+            "; " if scored else " nil: "
+        ) + f"{joined} never reach{'es' if len(never) == 1 else ''} it"
     return sentence + "."
+
+
+def knee_and_prediction(study: studies.TargetStudy) -> str | None:
+    """Where steps to target leave perfect scaling, beside the predicted critical batch."""
+    knee, prediction = study.knee, study.prediction
+    if knee is None:
+        return None
+    band = f"{cb.KNEE_FACTOR:g}× perfect scaling"
+    if knee.batch is not None:
+        found = f"leave {band} at global batch ≈ {approx(knee.batch)}"
+    elif knee.beyond is not None:
+        found = f"leave {band} between global batch {knee.within} and {knee.beyond}"
+    elif knee.placed:
+        found = f"stay within {band} up to global batch {knee.within}, the largest measured"
+    else:
+        found = f"stay within {band} up to global batch {knee.within}; the budget cannot tell more"
+    sentence = f"Steps to {pct(study.target, 0)} (best LR per batch) {found}"
+    if prediction is None:
+        return sentence + "."
+    ratio = findings.ratio_text(prediction, knee, verdict=False)
+    return (
+        f"{sentence}; the gradient noise scale predicts a critical batch of "
+        f"≈ {approx(prediction.batch)}" + (f": {ratio}" if ratio else "") + "."
+    )
+
+
+def time_to_target(study: studies.TargetStudy) -> str | None:
+    """The fastest measured way to the target on this machine, and the model's, if faster."""
+    if study.times.empty:
+        return None
+    best = ttt.fastest(study.times, ttt.ORACLE)
+    if best.measured is None:
+        return None
+    row = best.measured
+    return (
+        f"On this machine {pct(study.target, 0)} is reached fastest with {ttt.point(row)} "
+        f"({ttt.seconds(row['time_s'])} of training steps at the best LR)"
+        + findings.predicted_clause(best.predicted, study.model)
+        + "."
+    )

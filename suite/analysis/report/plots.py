@@ -556,30 +556,6 @@ def training_curves(
 
 
 @styled
-def steps_to_target(table: pd.DataFrame, target: float | None, title: str) -> Figure | None:
-    """Steps to the target accuracy against global batch (log-log), with perfect scaling."""
-    if table.empty or table["global_batch"].nunique() < 2:
-        return None
-    fig = Figure(figsize=(7, 4.5))
-    ax = fig.add_subplot()
-    for rule in data.rule_order(table["lr_rule"]):
-        r = table[table["lr_rule"] == rule]
-        ax.plot(r["global_batch"], r["steps_to_target"], "o-", color=rule_color(rule), label=rule)
-    b0 = table["global_batch"].min()
-    s0 = table[table["global_batch"] == b0]["steps_to_target"].min()
-    xs = np.array(sorted(table["global_batch"].unique()), dtype=float)
-    ax.plot(xs, s0 * b0 / xs, "k--", lw=1, label="perfect scaling (steps ∝ 1/batch)")
-    log2_axis(ax, xs)
-    plain_log_axis(ax, "y")
-    ax.legend(title="LR rule")
-    ax.set_xlabel("global batch (samples per step)")
-    what = f"{100 * target:g} % test accuracy" if target is not None else "the target accuracy"
-    ax.set_ylabel(f"steps to reach {what} (log scale)")
-    ax.set_title(title)
-    return fig
-
-
-@styled
 def lr_schedules(series: dict[str, pd.DataFrame], batch: int, warmup_end: float | None) -> Figure:
     """The learning rate each rule used, step by step, at one large global batch."""
     fig = Figure(figsize=(7, 4.5))
@@ -715,45 +691,152 @@ def noise_scale_over_training(
     return fig
 
 
+# ---- 11-14: the steps-to-target study ---------------------------------------------------------
+
+ORACLE_COLOR = "black"
+ORACLE_LINE = {"lw": 6, "alpha": 0.3, "solid_capstyle": "round"}
+NEVER_MARKER = {"marker": "^", "markersize": 9, "linestyle": "", "clip_on": False}
+
+
+def draw_never(ax: Axes, never: list[tuple[float, str]], y: float) -> None:
+    """Triangles at height ``y`` for the (batch, colour) of curves that never reach the target
+    there, side by side where several miss at the same batch."""
+    for batch in sorted({b for b, _ in never}):
+        colors = [c for b, c in never if b == batch]
+        for i, color in enumerate(colors):
+            shift = i - (len(colors) - 1) / 2
+            ax.plot([batch * 2 ** (0.08 * shift)], [y], color=color, **NEVER_MARKER)
+
+
+def target_label(target: float) -> str:
+    return f"steps to reach {100 * target:g} % test accuracy (log scale)"
+
+
+def steps_axes(ax: Axes, batches: Iterable[float], finite: pd.Series) -> float:
+    """Log-log axes sized to the measured steps; returns the top, where 'never' is drawn."""
+    log2_axis(ax, batches)
+    top = 2.5 * float(finite.max())
+    ax.set_ylim(0.5 * float(finite.min()), top)
+    plain_log_axis(ax, "y")
+    ax.set_xlabel("global batch (samples per step)")
+    return top
+
+
+def perfect_line(ax: Axes, knee: cb.Knee, xs: np.ndarray, twice: bool = False) -> None:
+    ax.plot(xs, [knee.perfect(x) for x in xs], "k--", lw=1, label="perfect scaling (∝ 1/batch)")
+    if twice:
+        ax.plot(
+            xs,
+            [cb.KNEE_FACTOR * knee.perfect(x) for x in xs],
+            ":",
+            color="gray",
+            lw=1.2,
+            label=f"{cb.KNEE_FACTOR:g}× perfect",
+        )
+
+
+@styled
+def steps_to_target(
+    rules: pd.DataFrame, best: pd.DataFrame, knee: cb.Knee | None, target: float, title: str
+) -> Figure | None:
+    """Seed-median steps to target against global batch (log-log) per rule and for the LR
+    oracle, with perfect scaling; a median that is never (∞) is a triangle at the top."""
+    finite = best[np.isfinite(best["steps"])]
+    if finite.empty or best["global_batch"].nunique() < 2:
+        return None
+    fig = Figure(figsize=(7.5, 4.8))
+    ax = fig.add_subplot()
+    every = pd.concat([rules["steps"], best["steps"]])
+    top = steps_axes(ax, best["global_batch"], every[np.isfinite(every)])
+    # The oracle first, wide and pale: a rule that is the best LR somewhere runs along it.
+    curves = [("LR oracle (fewest steps over the LRs tried)", best, ORACLE_COLOR, ORACLE_LINE)]
+    curves += [
+        (rule, rules[rules["lr_rule"] == rule], rule_color(rule), {"marker": "o", "ms": 5})
+        for rule in data.rule_order(rules["lr_rule"])
+    ]
+    never: list[tuple[float, str]] = []
+    for label, rows, color, style in curves:
+        ok = rows[np.isfinite(rows["steps"])]
+        ax.plot(ok["global_batch"], ok["steps"], color=color, label=label, **style)
+        never += [(b, color) for b in rows[~np.isfinite(rows["steps"])]["global_batch"]]
+    draw_never(ax, never, top)
+    if knee is not None:
+        perfect_line(ax, knee, np.array(sorted(best["global_batch"]), dtype=float))
+    handles, labels = ax.get_legend_handles_labels()
+    if len(never):
+        handles.append(Line2D([], [], color="gray", **NEVER_MARKER))
+        labels.append("median never reaches it (half the seeds or more missed)")
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    ax.set_ylabel(target_label(target))
+    ax.set_title(title)
+    return fig
+
+
+@styled
+def rule_efficiency(efficiency: pd.DataFrame, title: str) -> Figure | None:
+    """Each rule's efficiency against the LR oracle (oracle steps / its steps) per batch."""
+    if efficiency.empty or efficiency["global_batch"].nunique() < 2:
+        return None
+    fig = Figure(figsize=(7.5, 4.5))
+    ax = fig.add_subplot()
+    ax.axhline(100, color="black", lw=1, ls="--", label="as few steps as the oracle")
+    never: list[tuple[float, str]] = []
+    for rule in data.rule_order(efficiency["lr_rule"]):
+        rows = efficiency[efficiency["lr_rule"] == rule].sort_values("global_batch")
+        color = rule_color(rule)
+        ax.plot(rows["global_batch"], 100 * rows["efficiency"], "o-", color=color, label=rule)
+        never += [(b, color) for b in rows[rows["efficiency"] == 0]["global_batch"]]
+    draw_never(ax, never, 0)
+    log2_axis(ax, efficiency["global_batch"])
+    ax.set_ylim(-4, 110)
+    percent_axis(ax)
+    handles, labels = ax.get_legend_handles_labels()
+    if len(never):
+        handles.append(Line2D([], [], color="gray", **NEVER_MARKER))
+        labels.append("never reaches the target (0 %)")
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    ax.set_xlabel("global batch (samples per step)")
+    ax.set_ylabel("efficiency: oracle steps / rule steps (%)")
+    ax.set_title(title)
+    return fig
+
+
 @styled
 def critical_batch(
     best: pd.DataFrame,
     knee: cb.Knee | None,
     prediction: cb.Prediction | None,
-    target: float | None,
+    target: float,
     title: str,
 ) -> Figure | None:
-    """Best steps-to-target per batch against perfect scaling and 2x it, the empirical knee,
-    and the critical batch predicted from the noise scale (line, with its range as a band)."""
-    reached = best[best["steps_to_target"].notna()]
+    """The LR oracle's steps per batch against perfect scaling and 2x it, the knee, and the
+    critical batch predicted from the noise scale (line, with its range as a band)."""
+    reached = best[np.isfinite(best["steps"])]
     if knee is None or prediction is None or reached.empty:
         return None
     fig = Figure(figsize=(7.5, 4.8))
     ax = fig.add_subplot()
-    ax.plot(reached["global_batch"], reached["steps_to_target"], "-", color="black", lw=1.4)
-    for rule in data.rule_order(reached["lr_rule"]):
-        r = reached[reached["lr_rule"] == rule]
-        ax.plot(
-            r["global_batch"],
-            r["steps_to_target"],
-            "o",
-            color=rule_color(rule),
-            markeredgecolor="black",
-            label=f"best rule: {rule}",
-        )
     batches = np.array(sorted(best["global_batch"].unique()), dtype=float)
     lo_x = min(batches[0], prediction.low or prediction.batch, prediction.batch) / 1.3
     hi_x = max(batches[-1], prediction.high or prediction.batch, prediction.batch) * 1.3
-    xs = np.geomspace(lo_x, hi_x, 50)
-    ax.plot(xs, [knee.perfect(x) for x in xs], "k--", lw=1, label="perfect scaling (∝ 1/batch)")
-    ax.plot(
-        xs,
-        [cb.KNEE_FACTOR * knee.perfect(x) for x in xs],
-        ":",
-        color="gray",
-        lw=1.2,
-        label=f"{cb.KNEE_FACTOR:g}× perfect",
+    # measured batches, plus powers of two where the axis reaches past them for the prediction
+    outside = [2.0**e for e in range(math.ceil(math.log2(lo_x)), math.floor(math.log2(hi_x)) + 1)]
+    outside = [b for b in outside if b < batches[0] / 1.5 or b > batches[-1] * 1.5]
+    steps = reached["steps"]
+    top = steps_axes(
+        ax, [*batches, *outside], pd.concat([steps, pd.Series([knee.perfect(batches[-1])])])
     )
+    ax.plot(reached["global_batch"], steps, "D-", color=ORACLE_COLOR, lw=1.6, label="LR oracle")
+    missed = best[~np.isfinite(best["steps"])]
+    if len(missed):
+        ax.plot(
+            missed["global_batch"],
+            [top] * len(missed),
+            color=ORACLE_COLOR,
+            label="no LR tried reached the target",
+            **NEVER_MARKER,
+        )
+    perfect_line(ax, knee, np.geomspace(lo_x, hi_x, 50), twice=True)
     if prediction.low is not None and prediction.high is not None:
         ax.axvspan(
             prediction.low,
@@ -761,7 +844,7 @@ def critical_batch(
             color="#9467bd",
             alpha=0.15,
             lw=0,
-            label="B_simple range over training",
+            label=f"B_simple over training ({cb.BAND[0]}th–{cb.BAND[1]}th percentile)",
         )
     ax.axvline(
         prediction.batch,
@@ -769,6 +852,18 @@ def critical_batch(
         lw=1.6,
         label=f"predicted critical batch ≈ {approx(prediction.batch)}",
     )
+    draw_knee(ax, knee)
+    ax.set_xlim(lo_x, hi_x)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    ax.set_ylabel(target_label(target))
+    ax.set_title(title)
+    return fig
+
+
+def draw_knee(ax: Axes, knee: cb.Knee) -> None:
+    """A star where the knee was interpolated; a band between the batches that bracket it; a
+    note where the data do not place it."""
+    factor = f"{cb.KNEE_FACTOR:g}×"
     if knee.batch is not None:
         ax.plot(
             knee.batch,
@@ -777,35 +872,68 @@ def critical_batch(
             ms=15,
             color="#d62728",
             markeredgecolor="black",
-            label=f"knee (leaves {cb.KNEE_FACTOR:g}×) ≈ {approx(knee.batch)}",
+            label=f"knee (leaves {factor}) ≈ {approx(knee.batch)}",
         )
-    else:
-        why = (
-            f"target not reached at {knee.unreached}"
-            if knee.unreached is not None
-            else "largest batch measured"
-        )
-        ax.annotate(
-            f"knee above {knee.within}\n({why})",
-            (knee.within, knee.perfect(knee.within)),
-            xytext=(8, 18),
-            textcoords="offset points",
-            arrowprops={"arrowstyle": "->", "color": "#d62728"},
+        return
+    if knee.beyond is not None:
+        ax.axvspan(
+            knee.within,
+            knee.beyond,
             color="#d62728",
-            fontsize=9,
+            alpha=0.12,
+            lw=0,
+            label=f"knee between {knee.within} and {knee.beyond}",
         )
-    # measured batches, plus powers of two where the axis reaches past them for the prediction
-    outside = [2.0**e for e in range(math.ceil(math.log2(lo_x)), math.floor(math.log2(hi_x)) + 1)]
-    outside = [b for b in outside if b < batches[0] / 1.5 or b > batches[-1] * 1.5]
-    log2_axis(ax, [*batches, *outside])
-    ax.set_xlim(lo_x, hi_x)
-    # the measured curve sets the height; the reference lines are clipped to it
-    steps = reached["steps_to_target"]
-    ax.set_ylim(0.6 * min(steps.min(), knee.perfect(batches[-1])), 2.5 * steps.max())
+        return
+    note = f"knee above {knee.within}" if knee.placed else "knee not measurable\n(budget too short)"
+    ax.annotate(
+        note,
+        (knee.within, knee.perfect(knee.within)),
+        xytext=(8, 18),
+        textcoords="offset points",
+        arrowprops={"arrowstyle": "->", "color": "#d62728"},
+        color="#d62728",
+        fontsize=9,
+    )
+
+
+@styled
+def time_to_target(fastest: pd.DataFrame, target: float, title: str) -> Figure | None:
+    """Time to target against workers, per rule and for the LR oracle, each at the per-worker
+    batch that is fastest there; filled: measured step time, hollow: the scaling model's."""
+    if fastest.empty or fastest["workers"].nunique() < 2:
+        return None
+    fig = Figure(figsize=(8, 4.8))
+    ax = fig.add_subplot()
+    rules = [c for c in data.rule_order(fastest["curve"]) if c != "oracle"]
+    for curve in ["oracle", *rules]:  # the oracle first, wide and pale, as in steps to target
+        rows = fastest[fastest["curve"] == curve].sort_values("workers")
+        oracle = curve == "oracle"
+        color = ORACLE_COLOR if oracle else rule_color(curve)
+        line = ORACLE_LINE if oracle else {"lw": 1.4}
+        label = "LR oracle (best LR per batch)" if oracle else curve
+        ax.plot(rows["workers"], rows["time_s"], color=color, label=label, **line)
+        known = rows["measured"].to_numpy(bool)
+        ax.plot(rows["workers"][known], rows["time_s"][known], "o", color=color)
+        ax.plot(rows["workers"][~known], rows["time_s"][~known], "o", color=color, **HOLLOW)
+        for _, row in rows.iterrows() if oracle else ():
+            ax.annotate(
+                f"×{int(row['per_worker_batch'])}",
+                (row["workers"], row["time_s"]),
+                xytext=(4, -12),
+                textcoords="offset points",
+                fontsize=8,
+            )
+    log2_axis(ax, fastest["workers"])
     plain_log_axis(ax, "y")
-    ax.legend(loc="best", fontsize=8)
-    ax.set_xlabel("global batch (samples per step)")
-    what = f"{100 * target:g} % test accuracy" if target is not None else "the target accuracy"
-    ax.set_ylabel(f"steps to reach {what} (log scale)")
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [
+        Line2D([], [], color="gray", marker="o", ls=""),
+        Line2D([], [], color="gray", marker="o", ls="", **HOLLOW),
+    ]
+    labels += ["measured step time", "step time from the scaling model"]
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    ax.set_xlabel("workers (×b: the per-worker batch of the oracle's point)")
+    ax.set_ylabel(f"time to {100 * target:g} % test accuracy (s, log scale)")
     ax.set_title(title)
     return fig

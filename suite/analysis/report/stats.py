@@ -1,4 +1,5 @@
-"""Medians of repeated measurements with percentile-bootstrap confidence intervals.
+"""Medians of repeated measurements with percentile-bootstrap confidence intervals, and
+nearest-rank percentiles (a value that was measured, as `suite.measure.step_timer` takes them).
 
 A scaling point is measured `repeat` times; its throughput is the median of the repeats and its
 interval the bootstrap interval of that median. A ratio between two machines resamples each
@@ -52,3 +53,13 @@ def ratio_ci(a: Iterable[float], b: Iterable[float]) -> tuple[float, float]:
         return np.median(y, axis=axis) / np.median(x, axis=axis)
 
     return _interval((_finite(a), _finite(b)), ratio)
+
+
+def nearest_rank(values: Iterable[float], q: float) -> float:
+    """The nearest-rank ``q``-th percentile of the finite values (q in [0, 100]); NaN without
+    any: the smallest value with q % of them at or below it."""
+    ordered = np.sort(_finite(values))
+    if not len(ordered):
+        return math.nan
+    rank = math.ceil(q / 100 * len(ordered))
+    return float(ordered[min(max(rank, 1), len(ordered)) - 1])

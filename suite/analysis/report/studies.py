@@ -1,0 +1,104 @@
+"""The convergence groups of a report, each studied as what it is, computed once for the report's
+sections and its headline.
+
+* An accuracy study (a fixed budget): final accuracy against global batch, under each rule.
+* A steps-to-target study (runs stop at the target): censored steps per LR setting, the LR
+  oracle and each rule's efficiency against it, the knee of the oracle's curve, the critical
+  batch predicted from the noise scale of the runs that trained, and time to target against
+  worker count where this machine's scaling runs give step times. A fixed-budget group that
+  recorded steps to a target is studied this way too when the results hold no group that
+  stops at it (as results written before runs could stop).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from suite.analysis import scaling
+from suite.analysis.report import critical_batch as cb
+from suite.analysis.report import data
+from suite.analysis.report import target_study as ts
+from suite.analysis.report import time_to_target as ttt
+
+Groups = list[tuple[str, pd.DataFrame]]
+
+
+def split(conv: pd.DataFrame) -> tuple[Groups, Groups]:
+    """(accuracy studies, steps-to-target studies), each a list of (label, runs)."""
+    if conv.empty:
+        return [], []
+    groups = list(conv.groupby("group", sort=True))
+    stopping = [(label, g) for label, g in groups if g["stops_at_target"].any()]
+    budget = [(label, g) for label, g in groups if not g["stops_at_target"].any()]
+    targets = stopping or [(label, g) for label, g in budget if ts.has_target(g)]
+    return budget, targets
+
+
+def largest(groups: Groups) -> tuple[str, pd.DataFrame] | None:
+    return max(groups, key=lambda item: len(item[1]), default=None)
+
+
+@dataclass
+class TargetStudy:
+    """Everything a report says about one steps-to-target group."""
+
+    label: str
+    group: pd.DataFrame
+    target: float
+    settings: pd.DataFrame  # target_study.settings_table
+    rules: pd.DataFrame  # target_study.rule_table
+    best: pd.DataFrame  # target_study.oracle
+    efficiency: pd.DataFrame  # target_study.efficiency
+    knee: cb.Knee | None
+    trained: cb.Trained
+    prediction: cb.Prediction | None
+    times: pd.DataFrame  # time_to_target.time_table (empty without scaling runs)
+    model: scaling.ScalingModel | None  # the scaling model the times beyond measurements use
+
+    @property
+    def epochs(self) -> float | None:
+        budget = self.group["epochs"].dropna()
+        return float(budget.max()) if len(budget) else None
+
+
+def analyse(
+    tree: data.ResultsTree, label: str, group: pd.DataFrame, fits: list[scaling.Fit]
+) -> TargetStudy:
+    settings = ts.settings_table(group)
+    rules = ts.rule_table(settings)
+    best = ts.oracle(settings)
+    trained = cb.trained_runs(group, tree.epochs)
+    machine, workload = group["machine"].iloc[0], group["workload"].iloc[0]
+    model = ttt.model_for(fits, machine, workload)
+    step_times = ttt.step_time_table(
+        ttt.measured_steps(tree.runs, machine, workload), model, sorted(best["global_batch"])
+    )
+    curves = pd.concat(
+        [
+            best.assign(curve=ttt.ORACLE)[["curve", "global_batch", "steps"]],
+            rules.rename(columns={"lr_rule": "curve"})[["curve", "global_batch", "steps"]],
+        ]
+    )
+    return TargetStudy(
+        label=label,
+        group=group,
+        target=float(group["target_acc"].dropna().iloc[0]),
+        settings=settings,
+        rules=rules,
+        best=best,
+        efficiency=ts.efficiency(rules, best),
+        knee=cb.find_knee(best),
+        trained=trained,
+        prediction=cb.predict(trained.runs),
+        times=ttt.time_table(curves, step_times),
+        model=model,
+    )
+
+
+def scaling_fits(tree: data.ResultsTree) -> list[scaling.Fit]:
+    """The scaling model fitted per machine and workload, where the results allow."""
+    if tree.runs.empty or tree.comm.empty:
+        return []
+    return scaling.fit_all(tree.runs, tree.comm)[0]
