@@ -242,6 +242,9 @@ def test_scaling_only(dpsuite, capsys, scaling_tree, tmp_path):
     summary = pd.read_csv(out / "summary.csv")
     assert len(summary) == len(trees.THROUGHPUT)
     assert list(summary["workers"]) == sorted(trees.THROUGHPUT)  # run ids sort by worker count
+    typed = pd.read_parquet(out / "summary.parquet")  # the same rows, beside it
+    assert list(typed["run_id"]) == list(summary["run_id"])
+    assert typed["samples_per_s"].tolist() == pytest.approx(summary["samples_per_s"].tolist())
 
 
 def test_convergence_only(dpsuite, capsys, convergence_tree, tmp_path):
@@ -656,6 +659,7 @@ def test_compare_two_tagged_trees(dpsuite, capsys, tmp_path):
     assert ratios["ratio_B_over_A"].round(6).eq(0.5).all()
     assert ratios["ratio_low"].isna().all(), "one run per point: no interval"
     assert set(pd.read_csv(out / "summary.csv")["machine"]) == {"box-a", "box-b"}
+    assert set(pd.read_parquet(out / "summary.parquet")["machine"]) == {"box-a", "box-b"}
     # The ratio table comes first, in the terminal and in the report.
     assert printed.startswith("throughput B / A per configuration (A: box-a, B: box-b):")
     assert "mnist1d_mlp, 8 workers, 32/worker" in printed and "0.50×" in printed

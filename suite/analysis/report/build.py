@@ -1,4 +1,5 @@
-"""`dpsuite report`: one results tree -> index.html, index.md, one PNG per plot, summary.csv."""
+"""`dpsuite report`: one results tree -> index.html, index.md, one PNG per plot, summary.csv
+(and summary.parquet with pyarrow)."""
 
 from __future__ import annotations
 
@@ -684,9 +685,9 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Writ
         target_sections(tree, figs, report, targets)
         report.file("Steps to target")
         runs_tables(tree, report)
-        data.summary_frame(tree.runs).to_csv(out / "summary.csv", index=False)
+        data.write_summary(data.summary_frame(tree.runs), out)
     else:
-        (out / "summary.csv").write_text(",".join(["machine", *data.RUN_COLUMNS]) + "\n")
+        data.write_summary(pd.DataFrame(columns=["machine", *data.RUN_COLUMNS]), out)
     report.headline = headline.headline(tree, accuracy, targets)
     if not figs.figures:
         report.headline.append(

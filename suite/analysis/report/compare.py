@@ -286,7 +286,7 @@ def build_compare(
     report.figures = figs.figures
     report.warnings = [w for t in trees for w in t.warnings]
     summary = data.summary_frame(runs) if not runs.empty else pd.DataFrame(columns=["machine"])
-    summary.drop(columns=["source_index"], errors="ignore").to_csv(out / "summary.csv", index=False)
+    data.write_summary(summary.drop(columns=["source_index"], errors="ignore"), out)
     render.write(report, out)
     return Compared(
         out=out,

@@ -459,3 +459,16 @@ def summary_frame(runs: pd.DataFrame) -> pd.DataFrame:
     first = ["machine", *RUN_COLUMNS, "last_finite_epoch", "last_finite_acc"]
     rest = sorted(c for c in runs.columns if c not in first)
     return runs[[c for c in first if c in runs.columns] + rest].sort_values("run_id")
+
+
+def write_summary(summary: pd.DataFrame, out: Path) -> None:
+    """summary.csv, and summary.parquet beside it where pyarrow is installed (the `parquet`
+    extra): the same frame, with types kept."""
+    summary.to_csv(out / "summary.csv", index=False)
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return
+    from suite.results.export.parquet_files import write_frame
+
+    write_frame(summary, out / "summary.parquet")
