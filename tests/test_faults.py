@@ -39,6 +39,25 @@ def wait_until_training(tmp_path: Path, timeout: float = 120) -> Path:
     raise AssertionError("the run never started training")
 
 
+def wait_or_explain(proc: subprocess.Popen, timeout: float = 60) -> None:
+    """Wait for the command to end; if it does not, fail with what its processes were doing
+    (state and kernel wait channel of each) and what it printed, instead of a bare timeout."""
+    try:
+        proc.wait(timeout=timeout)
+        return
+    except subprocess.TimeoutExpired:
+        tree = subprocess.run(
+            ["ps", "-o", "pid,ppid,stat,wchan:32,etime,args", "-g", str(proc.pid)],
+            capture_output=True,
+            text=True,
+        ).stdout
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+    raise AssertionError(
+        f"still running after {timeout:.0f} s:\n{tree}\nstdout:\n{out}\nstderr:\n{err}"
+    )
+
+
 def children(pid: int) -> list[int]:
     out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
@@ -85,7 +104,7 @@ def test_a_failing_worker_fails_the_run_quickly_naming_it_and_stops_its_sibling(
         assert len(workers) == 2, workers
         t0 = time.monotonic()
         os.kill(workers[1], sig)
-        proc.wait(timeout=60)
+        wait_or_explain(proc)
         detected_s = time.monotonic() - t0
     finally:
         if proc.poll() is None:
@@ -107,7 +126,7 @@ def test_ctrl_c_stops_workers_marks_the_run_and_exits_130(tmp_path):
         run_dir = wait_until_training(tmp_path)
         workers = workers_of(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
-        proc.wait(timeout=60)
+        wait_or_explain(proc)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -123,7 +142,7 @@ def test_sigterm_of_the_launcher_alone_leaves_no_orphans(tmp_path):
         run_dir = wait_until_training(tmp_path)
         workers = workers_of(proc.pid)
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        wait_or_explain(proc)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

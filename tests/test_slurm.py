@@ -177,7 +177,8 @@ def test_a_request_slurm_can_never_run_is_one_error_line(dpsuite, tmp_path, caps
 
 def test_ctrl_c_cancels_the_jobs_and_a_rerun_resumes_without_duplicates(tmp_path):
     out = tmp_path / "res"
-    extra = ["train.max_steps=4000", "seed=0,1"]
+    # 4000 steps (seconds, not the default epochs' 500 steps that end before the interrupt lands)
+    extra = ["train.max_steps=4000", "train.epochs=200", "seed=0,1"]
 
     def interrupt_when_running(sig: int) -> str:
         proc = start(out, *extra)
