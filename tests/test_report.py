@@ -467,9 +467,9 @@ def test_headline_says_what_to_act_on_in_five_sentences(mixed_tree, tmp_path):
     written = build.build_report(root, tmp_path / "rep")
     assert written.headline == [
         expected_headline_start(),
-        KNEE_HEADLINE,
-        expected_time_headline(),
+        expected_warmup_headline(),
         expected_scaling_headline(),
+        KNEE_HEADLINE,
         "2 of 33 runs failed; they are listed under Failed runs.",
     ]
     assert headline_of(tmp_path / "rep") == written.headline
@@ -509,10 +509,10 @@ def test_without_failures_or_scaling_runs_the_headline_tells_more_of_convergence
     written = build.build_report(convergence_tree, tmp_path / "rep")
     assert written.headline == [
         expected_headline_start(),
+        expected_warmup_headline(),
         KNEE_HEADLINE,
         "At global batch 256, against the best of the LRs tried (70 steps to 85 %), the rules' "
         "efficiency is `linear_warmup` 100 %; `naive` and `linear` never reach it.",
-        expected_warmup_headline(),
     ]
 
 
@@ -1021,11 +1021,11 @@ def test_study_counts_missed_seeds_finds_the_oracle_knee_and_the_fastest_way(stu
         "machine with 8 workers × 32 (3.9 s: 80 steps of 49 ms)." in found
     )  # 80 steps at 256 (sqrt) x 256 / 5200 samples/s
     assert study_report.headline[:3] == [
+        expected_scaling_headline(),
         "Steps to 80 % (best LR per batch) leave 2× perfect scaling at global batch ≈ 310; the "
         "gradient noise scale predicts a critical batch of ≈ 150: predicted / found = 0.48.",
         "On this machine 80 % is reached fastest with 8 workers × 32 (3.9 s of training steps "
         "at the best LR).",
-        expected_scaling_headline(),
     ]
     md = (out / "index.md").read_text()
     assert "| 512 | 90 | 25 | power 0.75 |" in md  # the oracle table names the grid's LR

@@ -1,11 +1,11 @@
 """The headline of a report: at most five sentences a reader acts on, computed from the tables.
 
 In order of priority, as many as fit: the largest global batch each LR rule takes within 1 point
-of the small-batch accuracy; the knee of steps to target beside the critical batch the noise
-scale predicts; the fastest way to the target on this machine; the best and worst scaling
-efficiency at the largest worker count not oversubscribed and what limits them; each rule's
-efficiency against the LR oracle at the largest batch the oracle reached; how far warmup extends
-linear scaling; the all-reduce bus bandwidth. Failed runs always take the last place. The
+of the small-batch accuracy; how far warmup extends linear scaling; the best and worst scaling
+efficiency at the largest worker count not oversubscribed and what limits them; the knee of
+steps to target beside the critical batch the noise scale predicts; the fastest way to the
+target on this machine; each rule's efficiency against the LR oracle at the largest batch the
+oracle reached; the all-reduce bus bandwidth. Failed runs always take the last place. The
 findings below the headline hold the details.
 """
 
@@ -37,13 +37,15 @@ def headline(
     study = max(targets, key=lambda s: len(s.group), default=None)
     base = data.baseline(biggest[1]) if biggest is not None else None
     acc = data.accuracy_table(biggest[1]) if base is not None else None
+    # The suite's two questions first (how far the batch grows, how far it scales and why),
+    # then the deeper convergence answers; five at most, so the later ones give way.
     sentences = [
         batch_limits(acc, base) if base is not None else None,
+        warmup_extension(acc, base) if base is not None else None,
+        scaling_limit(scaling),
         knee_and_prediction(study) if study is not None else None,
         time_to_target(study) if study is not None else None,
-        scaling_limit(scaling),
         oracle_efficiency(study) if study is not None else None,
-        warmup_extension(acc, base) if base is not None else None,
         bandwidth(tree.comm, scaling, runs),
     ]
     chosen = [s for s in sentences if s]
