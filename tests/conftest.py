@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,13 @@ from hypothesis import settings
 settings.register_profile("ci", max_examples=50, derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", max_examples=2000, derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get("DPSUITE_HYPOTHESIS_PROFILE", "ci"))
+
+# A command started in the background by a non-interactive shell (`cmd &` in a script) inherits
+# SIGINT ignored, and so would every process the tests start: the tests that press Ctrl-C
+# (SIGINT to a command's process group) would then test nothing but a wait. Handling it here
+# gives the children the default disposition, as under a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["workload.num_samples=2000"]

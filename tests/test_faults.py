@@ -120,6 +120,14 @@ def test_a_failing_worker_fails_the_run_quickly_naming_it_and_stops_its_sibling(
     print(f"{cause}: detected and run ended in {detected_s:.1f}s")
 
 
+def test_the_commands_tests_start_can_be_interrupted():
+    """Ctrl-C tests mean something only if SIGINT reaches the command: not ignored, as it is for
+    everything started in the background by a non-interactive shell (tests/conftest.py)."""
+    probe = "import signal; print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout
+    assert out.strip() == "False"
+
+
 def test_ctrl_c_stops_workers_marks_the_run_and_exits_130(tmp_path):
     proc = start(tmp_path)
     try:
