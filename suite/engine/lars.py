@@ -41,9 +41,9 @@ class LARS(Optimizer):
         self,
         params: Iterable,
         lr: float,
-        momentum: float = 0.9,
+        momentum: float,
+        trust_coefficient: float,  # its default lives in the config (lr_rules.LARSRuleConfig)
         weight_decay: float = 0.0,
-        trust_coefficient: float = 0.001,
     ) -> None:
         defaults = dict(
             lr=lr,
