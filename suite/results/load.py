@@ -15,7 +15,7 @@ file. Damaged files are warnings too; the rest loads.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,27 @@ def distrust(rec: Mapping[str, Any], run_dir: Path, seen: set[str]) -> str | Non
     return None
 
 
+def trusted_runs(root: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """(run directory, run.json) of every run below ``root`` that can be trusted; a damaged,
+    copied or edited run.json is skipped with a warning naming it."""
+    seen: set[str] = set()
+    for run_dir in find_runs(root):
+        file = run_dir / "run.json"
+        try:
+            rec = read_json(file)
+            if not isinstance(rec, dict) or "run_id" not in rec:
+                raise ValueError("not a run record")
+        except (OSError, ValueError) as exc:
+            warnings.warn(f"skipping unreadable {file}: {exc}", stacklevel=3)
+            continue
+        reason = distrust(rec, run_dir, seen)
+        if reason is not None:
+            warnings.warn(f"skipping {file}: {reason}", stacklevel=3)
+            continue
+        seen.add(rec["run_id"])
+        yield run_dir, rec
+
+
 def load(path: str | Path, include_incomplete: bool = True) -> pd.DataFrame:
     """Read a results tree into one flat frame, one row per run (see the module docstring).
 
@@ -101,21 +122,8 @@ def load(path: str | Path, include_incomplete: bool = True) -> pd.DataFrame:
     root = Path(path)
     if not root.is_dir():
         raise FileNotFoundError(f"results directory not found: {root}")
-    rows, seen = [], set()
-    for run_dir in find_runs(root):
-        file = run_dir / "run.json"
-        try:
-            rec = read_json(file)
-            if not isinstance(rec, dict) or "run_id" not in rec:
-                raise ValueError("not a run record")
-        except (OSError, ValueError) as exc:
-            warnings.warn(f"skipping unreadable {file}: {exc}", stacklevel=2)
-            continue
-        reason = distrust(rec, run_dir, seen)
-        if reason is not None:
-            warnings.warn(f"skipping {file}: {reason}", stacklevel=2)
-            continue
-        seen.add(rec["run_id"])
+    rows = []
+    for run_dir, rec in trusted_runs(root):
         row = flatten(rec)
         row["status"] = effective_status(rec)
         row["run_dir"] = str(run_dir)

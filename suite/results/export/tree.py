@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import warnings
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -14,8 +13,8 @@ from typing import Any
 import pandas as pd
 
 from suite.errors import UserError
-from suite.results.load import distrust, find_runs, load_epochs, load_steps
-from suite.results.store import effective_status, read_json
+from suite.results.load import load_epochs, load_steps, trusted_runs
+from suite.results.store import effective_status
 
 
 @dataclass
@@ -84,20 +83,8 @@ def group_of(run_dir: Path, root: Path) -> str:
 def read_runs(root: Path) -> list[ExportRun]:
     """Every run below ``root`` that the loader trusts; a damaged, copied or edited run.json is
     skipped with a warning naming it, as ``suite.results.load`` does."""
-    runs, seen = [], set()
-    for run_dir in find_runs(root):
-        try:
-            record = read_json(run_dir / "run.json")
-            if not isinstance(record, dict) or "run_id" not in record:
-                raise ValueError("not a run record")
-        except (OSError, ValueError) as exc:
-            warnings.warn(f"skipping unreadable {run_dir / 'run.json'}: {exc}", stacklevel=2)
-            continue
-        reason = distrust(record, run_dir, seen)
-        if reason is not None:
-            warnings.warn(f"skipping {run_dir / 'run.json'}: {reason}", stacklevel=2)
-            continue
-        seen.add(record["run_id"])
+    runs = []
+    for run_dir, record in trusted_runs(root):
         runs.append(
             ExportRun(
                 run_id=str(record["run_id"]),
