@@ -15,7 +15,8 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width:
 h1 { margin-bottom: 0.2em; } .meta { color: #555; margin-top: 0; }
 figure { margin: 1.5em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { color: #444; font-size: 0.92em; margin-top: 0.3em; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em; }
+.table { overflow-x: auto; margin: 0.5em 0 1.5em; }
+table { border-collapse: collapse; font-size: 0.85em; }
 th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: right; }
 th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
 code { background: #f4f4f4; padding: 0 3px; border-radius: 3px; }
@@ -89,7 +90,12 @@ def table_html(frame: pd.DataFrame) -> str:
         "<tr>" + "".join(f"<td>{html.escape(cell_text(v))}</td>" for v in row) + "</tr>"
         for row in frame.itertuples(index=False)
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # A table wider than the page (many columns, long run ids) scrolls in its own box: the
+    # page itself never scrolls sideways.
+    return (
+        f'<div class="table"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
 
 
 def cell_text(value) -> str:
