@@ -1030,3 +1030,16 @@ def test_study_counts_missed_seeds_finds_the_oracle_knee_and_the_fastest_way(stu
     md = (out / "index.md").read_text()
     assert "| 512 | 90 | 25 | power 0.75 |" in md  # the oracle table names the grid's LR
     assert "the gradients of the two halves of each global batch" in md
+
+
+def test_the_same_results_give_the_same_report_byte_for_byte(tmp_path):
+    """A committed report changes only where its numbers do: no dates, no random SVG ids."""
+    root = tmp_path / "res"
+    trees.write_scaling(root)
+    first = build.build_report(root, tmp_path / "one").out
+    second = build.build_report(root, tmp_path / "two").out
+    names = sorted(p.name for p in first.iterdir())
+    assert any(n.endswith(".svg") for n in names)
+    assert names == sorted(p.name for p in second.iterdir())
+    for name in names:
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name

@@ -75,9 +75,17 @@ def styled(plot: Callable[..., Figure | None]) -> Callable[..., Figure | None]:
 
 
 def save(fig: Figure, path: Path) -> None:
-    """The PNG at ``path`` and an SVG beside it (same stem)."""
-    for file in (path, path.with_suffix(".svg")):
-        fig.savefig(file, dpi=DPI, bbox_inches="tight", facecolor="white")
+    """The PNG at ``path`` and an SVG beside it (same stem), byte for byte the same from the
+    same results: no creation date, and SVG ids from a fixed salt (a committed report changes
+    only where its numbers do)."""
+    fig.savefig(path, dpi=DPI, bbox_inches="tight", facecolor="white")
+    with matplotlib.rc_context({"svg.hashsalt": "dpsuite"}):
+        fig.savefig(
+            path.with_suffix(".svg"),
+            bbox_inches="tight",
+            facecolor="white",
+            metadata={"Date": None},
+        )
 
 
 def rule_color(rule: str) -> str:
