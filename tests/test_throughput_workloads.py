@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import workloads
+from suite import results
 from tests.conftest import only_run, read_params, read_run
 from workloads.base import parameter_count
 from workloads.cifar_resnet import RECORD_BYTES, TEST_FILE, TRAIN_FILES
@@ -87,7 +88,13 @@ def test_two_workers_train_a_few_steps(dpsuite, tmp_path, pick):
     rec = read_run(only_run(tmp_path))
     m = rec["metrics"]
     assert rec["status"] == "complete" and m["steps"] == 12
-    assert 0 < m["comm_time_s"] <= m["step_time_s"] and m["exposed_comm_s"] is not None
+    # Communication is sampled (every timing.comm_every-th step): each sample fits in its own
+    # step, while the median over the samples may exceed the median step (one sample here).
+    steps = results.load_steps(only_run(tmp_path))
+    sampled = steps[steps["comm_s"].notna()]
+    assert len(sampled) >= 1 and (sampled["comm_s"] <= sampled["step_time_s"]).all()
+    assert 0 < m["comm_time_s"] <= steps["step_time_s"].max()
+    assert m["exposed_comm_s"] is not None
     assert np.isfinite(m["final_train_loss"]) and m["final_eval_acc"] is not None
 
 
