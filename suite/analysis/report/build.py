@@ -44,7 +44,6 @@ PLOT_NAMES = (
     "critical_batch",
 )
 REFERENCE_RESULTS = Path("results/reference")
-REFERENCE_REPORT = Path("reports/reference")
 
 
 @dataclass
@@ -145,8 +144,9 @@ def status_line(tree: data.ResultsTree) -> str:
 # ---- sections ---------------------------------------------------------------------------------
 
 
-def scaling_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Report) -> None:
-    scaling = data.scaling_table(tree.runs)
+def scaling_section(
+    tree: data.ResultsTree, scaling: pd.DataFrame, figs: FigureWriter, report: render.Report
+) -> None:
     if scaling.empty:
         return
     base = int(scaling["base_workers"].min())
@@ -666,12 +666,13 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Writ
     )
     figs = FigureWriter(out)
     fits = studies.scaling_fits(tree)
+    scaling = data.scaling_table(tree.runs) if not tree.runs.empty else pd.DataFrame()
     accuracy, target_groups = studies.split(data.convergence_runs(tree.runs))
     targets = [studies.analyse(tree, label, group, fits) for label, group in target_groups]
     if not tree.runs.empty:
         report.findings += findings.run_status_findings(tree.runs)
         report.file("Runs")
-        scaling_section(tree, figs, report)
+        scaling_section(tree, scaling, figs, report)
         report.file("Scaling")
     comm_section(tree, figs, report)
     report.file("All-reduce")
@@ -688,7 +689,7 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Writ
         data.write_summary(data.summary_frame(tree.runs), out)
     else:
         data.write_summary(pd.DataFrame(columns=["machine", *data.RUN_COLUMNS]), out)
-    report.headline = headline.headline(tree, accuracy, targets)
+    report.headline = headline.headline(tree, scaling, accuracy, targets)
     if not figs.figures:
         report.headline.append(
             "No plot applies to these results: scaling plots need complete DDP runs at two or "
@@ -699,10 +700,3 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Writ
     report.warnings = tree.warnings
     render.write(report, out)
     return Written(out=out, warnings=tree.warnings, headline=report.headline)
-
-
-def regenerate_reference(
-    results_dir: Path = REFERENCE_RESULTS, out: Path = REFERENCE_REPORT
-) -> Written:
-    """Rebuild the committed reference report from the committed reference results."""
-    return build_report(results_dir, out)

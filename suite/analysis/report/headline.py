@@ -27,12 +27,14 @@ WARMUP_GAIN = 0.01  # warmup "helps" where it beats plain linear scaling by more
 
 
 def headline(
-    tree: data.ResultsTree, accuracy: studies.Groups, targets: list[studies.TargetStudy]
+    tree: data.ResultsTree,
+    scaling: pd.DataFrame,
+    accuracy: studies.Groups,
+    targets: list[studies.TargetStudy],
 ) -> list[str]:
     """The sentences, from the largest accuracy and steps-to-target studies and every scaling
-    series."""
+    series (``scaling``: `data.scaling_table` of the tree's runs)."""
     runs = tree.runs
-    scaling = data.scaling_table(runs) if not runs.empty else pd.DataFrame()
     biggest = studies.largest(accuracy)
     study = max(targets, key=lambda s: len(s.group), default=None)
     base = data.baseline(biggest[1]) if biggest is not None else None
