@@ -81,10 +81,9 @@ def distrust(rec: Mapping[str, Any], run_dir: Path, seen: set[str]) -> str | Non
     if run_id in seen:
         return f"run {run_id} was already read from another directory"
     if rec.get("schema_version") == SCHEMA_VERSION and isinstance(rec.get("config"), Mapping):
-        summary = {**rec, "workers": rec.get("workers"), "global_batch": rec.get("global_batch")}
         try:
             identity = run_identity(rec["config"], rec["workers"], rec["global_batch"])
-            expected = make_run_id(summary, identity)
+            expected = make_run_id(rec, identity)
         except (KeyError, TypeError):
             expected = None
         if expected != run_id:

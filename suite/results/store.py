@@ -270,7 +270,8 @@ def load_comm_bench(path: str | Path) -> pd.DataFrame:
             meta = read_json(meta_file)
             frame = pd.read_csv(csv_file)
             if "collective" not in frame.columns:
-                frame.insert(0, "collective", pd.Series(dtype=object))
+                frame.insert(0, "collective", None)
+            # object first: a column of empty cells reads as float, which takes no name
             frame["collective"] = (
                 frame["collective"].astype(object).fillna(meta.get("op", "all_reduce"))
             )
