@@ -82,6 +82,9 @@ class Workload(ABC):
     Config: ClassVar[type[WorkloadConfig]]
     classes: ClassVar[int] = 10  # labels are integers in [0, classes)
     tokens_per_sample: ClassVar[int | None] = None  # token workloads: for tokens/s
+    # Random inputs of a throughput benchmark: nothing to learn, so accuracy is not meaningful.
+    synthetic_data: ClassVar[bool] = False
+    eval_chunk: ClassVar[int] = 1024  # samples per forward pass in evaluation
 
     def __init__(self, config: WorkloadConfig, cache_dir: str | Path | None = None) -> None:
         config.check()

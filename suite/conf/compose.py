@@ -46,7 +46,7 @@ def did_you_mean(word: str, choices: list[str]) -> str:
 
 def compose_config(overrides: list[str], with_hydra: bool = False) -> DictConfig:
     """The composed config for ``overrides``; bad overrides raise UserError with one line."""
-    schema.register()
+    schema.register(_choice(overrides, "workload"))
     try:
         with initialize_config_module(config_module=CONFIG_MODULE, version_base=None):
             return compose(
@@ -103,7 +103,7 @@ def _choice(overrides: list[str], group: str) -> str | None:
     for o in overrides:
         key, _, value = o.lstrip("+~").partition("=")
         if key == group:
-            return value
+            return value.replace("\\", "")  # a sweep point escapes ':' in an import path
     return None
 
 

@@ -110,9 +110,9 @@ class RunSpec:
         }
 
     def build_workload(self):  # -> workloads.Workload
-        from workloads import REGISTRY
+        from workloads import lookup
 
-        return REGISTRY[self.cfg.workload.name](self.cfg.workload, cache_dir=self.cfg.cache_dir)
+        return lookup(self.cfg.workload.name)(self.cfg.workload, cache_dir=self.cfg.cache_dir)
 
 
 def usable_cores() -> int:
@@ -212,10 +212,13 @@ def resolve(
     number of workers, whatever ``workers`` says. ``check_devices=False`` leaves device checks
     to the machine the run will start on (a sweep submitted to a cluster from a login node).
     """
-    from workloads import REGISTRY
+    from workloads import PluginError, lookup
 
     c, container = typed_config(cfg)
-    workload_cls = REGISTRY[c.workload.name]
+    try:
+        workload_cls = lookup(c.workload.name)
+    except PluginError as exc:
+        raise UserError(str(exc)) from None
     try:  # the workload checks what its field bounds cannot (paths, shapes that must agree)
         c.workload.check()
     except (TypeError, ValueError, OSError) as exc:

@@ -20,6 +20,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import II, MISSING
 
 from suite.engine.lr_rules import SCHEDULES
+from suite.errors import UserError
 
 MODES = ("ddp", "simulated")
 DEVICES = ("auto", "cpu", "cuda")
@@ -174,16 +175,20 @@ class RunConfig:
 SCHEMA_NAME = "dpsuite_schema"
 
 
-def register() -> None:
-    """Put the schema and every config group's options into Hydra's ConfigStore (idempotent)."""
+def register(workload: str | None = None) -> None:
+    """Put the schema and every config group's options into Hydra's ConfigStore (idempotent).
+
+    ``workload``: the chosen workload, checked first (an import path is added to the group, a
+    broken plugin is a UserError naming it).
+    """
     from suite import sync
     from suite.engine import lr_rules
-    from workloads import REGISTRY
 
     store = ConfigStore.instance()
     store.store(name=SCHEMA_NAME, node=RunConfig)
-    for name, workload in REGISTRY.items():
-        store.store(group="workload", name=name, node=workload.Config)
+    for name, cls in workload_classes(workload).items():
+        # A plugin's config is named as it was chosen, whatever its class calls itself.
+        store.store(group="workload", name=name, node=cls.Config(name=name))
     for name, rule in lr_rules.RULES.items():
         store.store(group="lr_rule", name=name, node=rule.config)
     for name, strategy in sync.STRATEGIES.items():
@@ -194,11 +199,26 @@ def group_choices(group: str) -> list[str]:
     """The options of a config group, from the registries that own them."""
     from suite import sync
     from suite.engine import lr_rules
-    from workloads import REGISTRY
 
     owners: dict[str, Any] = {
-        "workload": REGISTRY,
+        "workload": workload_classes(),
         "lr_rule": lr_rules.RULES,
         "sync": sync.STRATEGIES,
     }
     return sorted(owners[group])
+
+
+def workload_classes(chosen: str | None = None) -> dict[str, Any]:
+    """Built-in and installed workloads by name, plus ``chosen`` when it is an import path;
+    UserError when ``chosen`` is a plugin that cannot be used."""
+    import workloads
+
+    found = workloads.available()
+    if chosen and "," not in chosen and chosen not in found:
+        try:
+            found[chosen] = workloads.lookup(chosen)
+        except workloads.PluginError as exc:
+            raise UserError(str(exc)) from None
+        except KeyError:
+            pass  # composing says so, with a did-you-mean
+    return found

@@ -242,6 +242,7 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
             total_steps=total_steps,
             train_samples=data.num_train,
             eval_samples=data.num_eval,
+            synthetic_data=workload.synthetic_data,
         )
     reporter = progress.current() if writer else progress.Reporter()
     reporter.run_started(spec.run_id, total_steps, spe)
@@ -402,9 +403,10 @@ def calibrate(run: Run) -> list[float]:
 # ---- evaluation and bookkeeping -----------------------------------------------------------
 
 
-def evaluate(run: Run, model: nn.Module, chunk: int = 1024) -> tuple[float, float]:
+def evaluate(run: Run, model: nn.Module) -> tuple[float, float]:
     """Loss and accuracy on the full eval set, each rank taking every world-th sample."""
     x, y, ranks, device = run.data.eval_x, run.data.eval_y, run.ranks, run.device
+    chunk = run.workload.eval_chunk
     model.eval()
     idx = torch.arange(ranks.rank, x.shape[0], ranks.world_size, device=device)
     loss_sum = correct = count = 0.0

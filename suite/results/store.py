@@ -81,8 +81,9 @@ def run_identity(config: Mapping[str, Any], workers: int, global_batch: int) -> 
 def make_run_id(summary: Mapping[str, Any], identity: Mapping[str, Any]) -> str:
     """A readable, stable id: the same config always gives the same id."""
     sync = summary.get("sync", "allreduce")
+    workload = str(summary["workload"]).replace(":", ".")  # an import path: no ':' in dir names
     return (
-        f"{summary['workload']}-{summary['mode']}-w{summary['workers']}"
+        f"{workload}-{summary['mode']}-w{summary['workers']}"
         f"-b{summary['global_batch']}-{summary['lr_rule']}-s{summary['seed']}"
         + ("" if sync == "allreduce" else f"-{sync}")
         + (f"-r{summary['repeat']}" if summary.get("repeat") else "")

@@ -1,0 +1,1 @@
+"""An example dpsuite workload plugin."""

@@ -1,0 +1,164 @@
+"""GPT-2-class causal language models by size (124M ... 1.5B) or by their free knobs.
+
+Plain PyTorch in the style of nanoGPT (Karpathy): the pre-norm blocks of ``workloads.tiny_gpt``
+(causal attention through ``scaled_dot_product_attention``, which picks the flash or efficient
+kernel on a GPU), learned positions, a tied output layer, GPT-2's initialisation (residual
+projections scaled by 1/sqrt(2 x layers)), no dropout. Not ``transformers``: the model is ~40
+lines here, it needs no extra dependency or hub access, and every FLOP it spends is visible to
+the FLOP counter and to ``torch.compile`` without wrapper layers.
+
+Data is what throughput benchmarks use: uniform random tokens, generated once in memory and
+copied to the device once, so no input pipeline is measured (accuracy on them is not
+meaningful: about 1 / vocab). ``token_path`` reads real tokens instead: a local file of uint16
+token ids (the ``train.bin`` nanoGPT's data preparation writes), never downloaded.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from workloads.base import Data, WorkloadConfig, train_share
+from workloads.tiny_gpt import TinyGPT, TinyGPTWorkload
+
+# GPT-2's published sizes (Radford et al. 2019): layers, width, heads.
+SIZES = {
+    "124M": (12, 768, 12),
+    "355M": (24, 1024, 16),
+    "774M": (36, 1280, 20),
+    "1.5B": (48, 1600, 25),
+}
+TOKEN_DTYPE = np.uint16  # nanoGPT's token files: GPT-2's 50257 ids fit in 16 bits
+
+
+class GPT2(TinyGPT):
+    """A GPT-2 decoder, optionally recomputing each block's activations in backward."""
+
+    def __init__(
+        self, vocab: int, context: int, layers: int, width: int, heads: int, checkpointing: bool
+    ) -> None:
+        super().__init__(vocab, context, layers, width, heads)
+        self.checkpointing = checkpointing
+        for block in self.blocks:  # GPT-2: the residual stream grows with depth; scale it back
+            for proj in (block.proj, block.mlp[2]):
+                nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * layers))
+
+    def forward(self, idx: Tensor) -> Tensor:
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        x = self.tokens(idx) + self.positions(pos)
+        for block in self.blocks:
+            if self.checkpointing and self.training:
+                x = checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
+        return self.head(self.ln(x))
+
+
+def random_tokens(num: int, context: int, vocab: int, seed: int) -> Tensor:
+    """``num`` sequences of ``context + 1`` uniform random token ids."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (num, context + 1), generator=g)
+
+
+def file_tokens(path: Path, num: int, context: int) -> Tensor:
+    """The first ``num`` non-overlapping sequences of ``context + 1`` tokens of a uint16 file."""
+    raw = np.fromfile(path, dtype=TOKEN_DTYPE, count=num * (context + 1))
+    n = raw.size // (context + 1)
+    return torch.from_numpy(raw[: n * (context + 1)].astype(np.int64)).view(n, context + 1)
+
+
+@dataclass
+class GPT2Config(WorkloadConfig):
+    """A GPT-2-class causal LM: a named size, or layers/width/heads of your own."""
+
+    name: str = "gpt2"
+    size: str = field(default="124M", metadata={"choices": tuple(SIZES)})
+    """GPT-2 size: 124M (12 layers x 768), 355M (24 x 1024), 774M (36 x 1280), 1.5B (48 x 1600)."""
+    layers: int | None = field(default=None, metadata={"ge": 1})
+    """Transformer blocks (null: the size's)."""
+    width: int | None = field(default=None, metadata={"ge": 1})
+    """Embedding width, divisible by heads (null: the size's)."""
+    heads: int | None = field(default=None, metadata={"ge": 1})
+    """Attention heads (null: the size's)."""
+    context: int = field(default=1024, metadata={"ge": 1})
+    """Tokens per sequence."""
+    vocab_size: int = field(default=50304, metadata={"ge": 2})
+    """Vocabulary: GPT-2's 50257 padded to a multiple of 64 (nanoGPT), for faster matmuls."""
+    num_samples: int = field(default=2560, metadata={"ge": 10})
+    """Sequences held in memory, 80 % train / 20 % eval (random, or the first of token_path)."""
+    data_seed: int = field(default=42, metadata={"ge": 0})
+    """Seed of the random tokens."""
+    token_path: str | None = None
+    """A local file of uint16 token ids (nanoGPT's train.bin) instead of random tokens."""
+    activation_checkpointing: bool = False
+    """Recompute each block's activations in backward: less memory, about 1/3 more compute."""
+    eval_batch: int = field(default=8, metadata={"ge": 1})
+    """Sequences per forward pass in evaluation (the logits are eval_batch x context x vocab)."""
+    base_lr: float = 0.1
+    base_batch: int = 512
+    epochs: int = 1
+    target_acc: float = 0.5
+    weight_decay: float = 0.0
+
+    def shape(self) -> tuple[int, int, int]:
+        """Layers, width and heads: the size's, each replaced by its knob when set."""
+        layers, width, heads = SIZES[self.size]
+        return self.layers or layers, self.width or width, self.heads or heads
+
+    def check(self) -> None:
+        _, width, heads = self.shape()
+        if width % heads:
+            raise ValueError(f"workload.width={width} is not divisible by workload.heads={heads}")
+        if self.token_path:
+            path = Path(self.token_path).expanduser()
+            if not path.is_file():
+                raise ValueError(f"token_path {path} is not a readable file")
+            if path.stat().st_size // 2 < 10 * (self.context + 1):
+                raise ValueError(f"token_path {path} is too short for 10 sequences")
+
+
+class GPT2Workload(TinyGPTWorkload):
+    """Next-token prediction with a GPT-2-class model."""
+
+    name: ClassVar[str] = "gpt2"
+    Config = GPT2Config  # type: ignore[assignment]
+    config: GPT2Config  # type: ignore[assignment]
+
+    @property
+    def token_path(self) -> Path | None:
+        return Path(self.config.token_path).expanduser() if self.config.token_path else None
+
+    @property
+    def synthetic_data(self) -> bool:  # type: ignore[override]
+        return self.token_path is None
+
+    @property
+    def eval_chunk(self) -> int:  # type: ignore[override]
+        return self.config.eval_batch
+
+    def num_train(self) -> int:
+        c, path = self.config, self.token_path
+        available = path.stat().st_size // 2 // (c.context + 1) if path else c.num_samples
+        return train_share(min(c.num_samples, available))
+
+    def build_model(self) -> nn.Module:
+        c = self.config
+        layers, width, heads = c.shape()
+        return GPT2(c.vocab_size, c.context, layers, width, heads, c.activation_checkpointing)
+
+    def load_data(self) -> Data:
+        c = self.config
+        if self.token_path is not None:
+            seqs = file_tokens(self.token_path, c.num_samples, c.context)
+        else:
+            seqs = random_tokens(c.num_samples, c.context, c.vocab_size, c.data_seed)
+        n_train = train_share(len(seqs))
+        x, y = seqs[:, :-1].contiguous(), seqs[:, 1:].contiguous()
+        return Data(x[:n_train], y[:n_train], x[n_train:], y[n_train:])
