@@ -159,3 +159,18 @@ def overhead(session: nox.Session) -> None:
     """Suite vs bare PyTorch: throughput ratio (DDP loop) and busbw ratio (all-reduce loop)."""
     install_suite(session)
     session.run("python", "tests/bench/overhead.py", *session.posargs)
+
+
+# torchvision is built against one torch release: the pair must match (PyPI's latest
+# torchvision fails to import beside an older torch). DPSUITE_VISION_PAIR chooses another pair.
+VISION_PAIR = os.environ.get("DPSUITE_VISION_PAIR", "torch==2.14.1 torchvision==0.29.1").split()
+
+
+@nox.session
+def models(session: nox.Session) -> None:
+    """The standard models' tests with torchvision installed (a matching torch pair): any
+    torchvision arch, the GPT-2-class LM, the plugin example. `nox -s models -- -k resnet`."""
+    session.install(*VISION_PAIR)
+    session.install("-e", ".[dev,vision]")
+    tests = ["tests/test_vision.py", "tests/test_gpt2.py", "tests/test_plugins.py"]
+    session.run("pytest", "-rs", *tests, *session.posargs)

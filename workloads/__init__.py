@@ -17,9 +17,18 @@ from workloads.gpt2 import GPT2Workload
 from workloads.mnist_1d import MNIST1DCNN, MNIST1DMLP
 from workloads.plugins import PluginError
 from workloads.tiny_gpt import TinyGPTWorkload
+from workloads.vision import TorchvisionWorkload
 
 REGISTRY: dict[str, type[Workload]] = {
-    w.name: w for w in (MNIST1DMLP, MNIST1DCNN, CIFARResNet, TinyGPTWorkload, GPT2Workload)
+    w.name: w
+    for w in (
+        MNIST1DMLP,
+        MNIST1DCNN,
+        CIFARResNet,
+        TinyGPTWorkload,
+        GPT2Workload,
+        TorchvisionWorkload,
+    )
 }
 
 

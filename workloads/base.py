@@ -91,6 +91,11 @@ class Workload(ABC):
         self.config = config
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else None
 
+    def label(self) -> str:
+        """The workload as results and reports name it: its name, and for a family of models
+        the member (``torchvision-resnet50``, ``gpt2-124M``)."""
+        return self.config.name
+
     @abstractmethod
     def build_model(self) -> nn.Module:
         """A freshly initialised model (the caller seeds torch first)."""

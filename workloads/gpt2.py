@@ -143,6 +143,12 @@ class GPT2Workload(TinyGPTWorkload):
     def eval_chunk(self) -> int:  # type: ignore[override]
         return self.config.eval_batch
 
+    def label(self) -> str:
+        c = self.config
+        layers, width, _ = c.shape()
+        named = (layers, width) == SIZES[c.size][:2]
+        return f"{c.name}-{c.size}" if named else f"{c.name}-{layers}x{width}"
+
     def num_train(self) -> int:
         c, path = self.config, self.token_path
         available = path.stat().st_size // 2 // (c.context + 1) if path else c.num_samples

@@ -35,6 +35,7 @@ class RunSpec:
     threads_per_worker: int
     local_workers: int  # ranks of this run on this host (1 in simulated mode)
     config: dict[str, Any] = field(repr=False)  # the resolved config as recorded in run.json
+    workload_label: str = ""  # the workload as results name it (its model: torchvision-resnet50)
 
     @property
     def processes(self) -> int:
@@ -82,7 +83,7 @@ class RunSpec:
         c = self.cfg
         return {
             "run_id": self.run_id,
-            "workload": c.workload.name,
+            "workload": self.workload_label or c.workload.name,
             "mode": c.mode,
             "workers": self.workers,
             "per_worker_batch": self.per_worker_batch,
@@ -273,8 +274,9 @@ def resolve(
     )
 
     identity = run_identity(container, workers, global_batch)
+    label = workload.label()
     summary = {
-        "workload": c.workload.name,
+        "workload": label,
         "mode": c.mode,
         "workers": workers,
         "global_batch": global_batch,
@@ -294,4 +296,5 @@ def resolve(
         threads_per_worker=threads,
         local_workers=local_workers,
         config=container,
+        workload_label=label,
     )
