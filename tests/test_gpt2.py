@@ -1,6 +1,7 @@
 """The GPT-2-class LM: named sizes, knobs, random and file tokens, a 2-worker DDP run."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -80,3 +81,10 @@ def test_two_workers_train_a_tiny_gpt2_with_checkpointing(dpsuite, tmp_path):
     assert m["tokens_per_s"] == pytest.approx(m["samples_per_s"] * 16)
     assert m["flops_per_sample"] > 6 * rec["num_params"] * 16 * 0.5  # ~6 N per token and more
     assert rec["config"]["workload"]["activation_checkpointing"] is True
+
+    out = tmp_path.parent / f"{tmp_path.name}-report"
+    assert dpsuite("report", str(tmp_path), "--out", str(out)) == 0
+    text = (out / "index.md").read_text()
+    assert "Synthetic data: accuracy not meaningful. 1 run(s) (gpt2-2x32)" in text
+    summary = pd.read_csv(out / "summary.csv")
+    assert summary["final_eval_acc"].isna().all() and summary["samples_per_s"].notna().all()

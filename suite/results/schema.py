@@ -67,6 +67,12 @@ RUN = _fields(
     ("total_steps", "count", "int", "optimizer steps budgeted"),
     ("train_samples", "count", "int", "training samples"),
     ("eval_samples", "count", "int", "evaluation samples"),
+    (
+        "synthetic_data",
+        "",
+        "bool",
+        "random inputs of a throughput benchmark: accuracy not meaningful (left out of reports)",
+    ),
     ("config", "", "mapping", "the resolved config (every key, see `dpsuite run --help`)"),
     ("hardware", "", "mapping", "the hardware and software fingerprint"),
     ("metrics", "", "mapping", "what was measured (below)"),

@@ -664,6 +664,9 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Writ
         title=f"dpsuite report: {Path(results_dir).resolve().name}",
         meta=[status_line(tree), *machines_lines(tree.runs, tree.comm)],
     )
+    note = data.synthetic_note(tree.runs) if not tree.runs.empty else None
+    if note:
+        report.meta.append(note)
     figs = FigureWriter(out)
     fits = studies.scaling_fits(tree)
     scaling = data.scaling_table(tree.runs) if not tree.runs.empty else pd.DataFrame()

@@ -99,7 +99,53 @@ def load_tree(path: str | Path) -> ResultsTree:
         tree.epochs[run_id] = read_run_csv(results.load_epochs, run_dir, tree.warnings)
         tree.steps[run_id] = read_run_csv(results.load_steps, run_dir, tree.warnings)
     tree.runs = add_divergence_points(tree.runs, tree.epochs)
+    hide_synthetic_accuracy(tree)
     return tree
+
+
+# What a run's accuracy shows; on random inputs (synthetic_data) none of it means anything.
+ACCURACY_COLUMNS = (
+    "final_eval_acc",
+    "best_eval_acc",
+    "steps_to_target",
+    "epochs_to_target",
+    "last_finite_acc",
+)
+
+
+def on_synthetic_data(runs: pd.DataFrame) -> pd.Series:
+    """Which runs trained on random inputs (records without the flag: none of them did)."""
+    if "synthetic_data" not in runs:
+        return pd.Series(False, index=runs.index)
+    return runs["synthetic_data"].eq(True)
+
+
+def hide_synthetic_accuracy(tree: ResultsTree) -> None:
+    """Blank the accuracy of runs on synthetic data, so that no table, plot or finding uses it
+    (the report says so once: `synthetic_note`)."""
+    synthetic = on_synthetic_data(tree.runs)
+    if not synthetic.any():
+        return
+    for col in ACCURACY_COLUMNS:
+        if col in tree.runs:
+            tree.runs[col] = tree.runs[col].astype(float).mask(synthetic)
+    for run_id in tree.runs.loc[synthetic, "run_id"]:
+        epochs = tree.epochs.get(run_id)
+        if epochs is not None and "eval_acc" in epochs:
+            tree.epochs[run_id] = epochs.assign(eval_acc=math.nan)
+
+
+def synthetic_note(runs: pd.DataFrame) -> str | None:
+    """One line naming the runs on synthetic data, or None when there are none."""
+    synthetic = runs[on_synthetic_data(runs)]
+    if synthetic.empty:
+        return None
+    workloads = ", ".join(sorted(synthetic["workload"].unique()))
+    return (
+        f"Synthetic data: accuracy not meaningful. {len(synthetic)} run(s) ({workloads}) "
+        "trained on random inputs, as throughput benchmarks do; their accuracy is left out of "
+        "every table, plot and finding."
+    )
 
 
 def read_run_csv(
@@ -314,6 +360,7 @@ def convergence_runs(runs: pd.DataFrame) -> pd.DataFrame:
     joins the group it shares everything else with, so that all rules meet on one figure.
     """
     done = runs[runs["status"].isin(["complete", "diverged"]) & (runs["global_batch"] >= 1)]
+    done = done[~on_synthetic_data(done)]  # random inputs: nothing to learn, no study
     own = done["lr_rule"].isin(OWN_RECIPE_RULES)
     shared = [k for k in CONVERGENCE_KEY if k not in RECIPE_KEYS]
     main = _study_groups(done[~own])
