@@ -28,6 +28,7 @@ BACKENDS = ("auto", "gloo", "nccl")
 PRECISIONS = ("fp32", "fp64", "bf16", "fp16")
 START_METHODS = ("spawn", "forkserver", "fork")
 BATCH_KEYS = ("per_worker", "global")
+OPTIMIZER_IMPLEMENTATIONS = ("auto", "for_loop", "foreach", "fused")
 
 
 @dataclass
@@ -59,6 +60,21 @@ class OptimizerConfig:
     """L2 weight decay (default: the workload's recipe)."""
     nesterov: bool = False
     """Nesterov momentum."""
+    implementation: str = field(default="auto", metadata={"choices": OPTIMIZER_IMPLEMENTATIONS})
+    """SGD's kernels: auto (PyTorch's choice: foreach on GPUs), for_loop, foreach (one kernel
+    per step for all tensors) or fused (one fused kernel; GPUs and recent CPUs)."""
+
+
+@dataclass
+class StepConfig:
+    """How the training step runs on the device: options GPU benchmarks use (the model and
+    the arithmetic are the same, only the speed differs)."""
+
+    channels_last: bool = False
+    """Convolutional models: weights and images in NHWC memory order (Tensor Core friendly)."""
+    compile: bool = False
+    """torch.compile the model before DDP wraps it (DDP's optimizer splits the graph at its
+    buckets); the first steps compile, so raise timing.warmup_steps to keep them out."""
 
 
 @dataclass
@@ -148,6 +164,8 @@ class RunConfig:
     """Index of a repeated measurement of the same config (part of the run id)."""
     train: TrainConfig = field(default_factory=TrainConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    step: StepConfig = field(default_factory=StepConfig)
+    """How the step runs on the device: channels_last, torch.compile."""
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     precision: str = field(default="fp32", metadata={"choices": PRECISIONS})
     """fp32, fp64, bf16 (autocast) or fp16 (autocast + loss scaling; CUDA only)."""

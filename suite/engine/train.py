@@ -32,7 +32,7 @@ from suite.engine.sharding import steps_per_epoch
 from suite.measure.calibration import exposed_metrics, time_without_sync
 from suite.measure.comm_probe import CommProbe
 from suite.measure.comm_timer import CommTimer
-from suite.measure.flops import training_flops_per_sample, utilization
+from suite.measure.flops import known_peak_tflops, training_flops_per_sample, utilization
 from suite.measure.memory import MemoryProbe
 from suite.measure.noise_scale import NoiseScaleMeter, NoiseScaleProbe, piece_batches
 from suite.measure.probes import Probe, Probes
@@ -131,11 +131,10 @@ def finish(run: Run, step: int, status: str, error: str | None, no_sync_times: l
         per_step = {s: (0.0, 0.0) for s in run.timer.timer.steps}
     metrics.update(training_metrics(run.log, step, run.spec.target_acc))
     metrics.update(sync_metrics(run.strategy, run.replicas.net, device))
-    metrics.update(
-        utilization(
-            run.flops, metrics["samples_per_s"], run.replicas.devices, spec.cfg.hardware.peak_tflops
-        )
+    peak = spec.cfg.hardware.peak_tflops or known_peak_tflops(
+        device_name(device), spec.cfg.precision
     )
+    metrics.update(utilization(run.flops, metrics["samples_per_s"], run.replicas.devices, peak))
     tokens = run.workload.tokens_per_sample
     if tokens and metrics["samples_per_s"]:
         metrics["tokens_per_s"] = metrics["samples_per_s"] * tokens
@@ -204,6 +203,7 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     flops = None
     if writer:  # counted before DDP wraps the model, and only where results are written
         flops = training_flops_per_sample(model, loss_of, torch.arange(2, device=device))
+    data = apply_step_options(cfg.step, model, data)
     strategy = sync.build(cfg.sync, device, ranks.world_size if dd.active() else 1)
     replicas = build_replicas(spec, ranks, model, strategy, loss_of, precision)
     optimizer = build_optimizer(spec, model)
@@ -269,6 +269,26 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         period=period,
         wall0=wall0,
     )
+
+
+def device_name(device: torch.device) -> str | None:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else None
+
+
+def apply_step_options(step, model: nn.Module, data: Data) -> Data:
+    """channels_last (model and images) and torch.compile, in place; the images as used."""
+    if step.channels_last:
+        model.to(memory_format=torch.channels_last)
+        if data.train_x.dim() == 4:
+            data = Data(
+                *(
+                    t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t
+                    for t in (data.train_x, data.train_y, data.eval_x, data.eval_y)
+                )
+            )
+    if step.compile:
+        model.compile()  # in place: same module, same state_dict keys, compiled on first call
+    return data
 
 
 def on_device(data: Data, device: torch.device, dtype: torch.dtype) -> Data:
@@ -351,12 +371,18 @@ def build_optimizer(spec: RunSpec, model: nn.Module) -> torch.optim.Optimizer:
             momentum=opt.momentum,
             trust_coefficient=spec.cfg.lr_rule.trust_coefficient,
         )
+    kernels = {
+        "foreach": {"foreach": True},
+        "for_loop": {"foreach": False},
+        "fused": {"fused": True},
+    }
     return torch.optim.SGD(
         model.parameters(),
         lr=spec.base_lr,
         momentum=opt.momentum,
         weight_decay=opt.weight_decay,
         nesterov=opt.nesterov,
+        **kernels.get(opt.implementation, {}),
     )
 
 

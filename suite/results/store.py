@@ -75,6 +75,11 @@ def run_identity(config: Mapping[str, Any], workers: int, global_batch: int) -> 
     ident.pop("batch", None)  # per_worker/global are two spellings of one thing
     if ident.get("sync") == {"name": "allreduce"}:  # the default: all-reduce runs keep their ids
         ident.pop("sync")
+    # Step options at their defaults: runs from before they existed keep their ids.
+    if not any((ident.get("step") or {}).values()):
+        ident.pop("step", None)
+    if (ident.get("optimizer") or {}).get("implementation") == "auto":
+        ident["optimizer"].pop("implementation")
     return ident
 
 

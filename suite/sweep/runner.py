@@ -14,7 +14,8 @@ and launcher run the jobs. Around that, this module
 * holds the lock of every results directory it writes (``suite.results.lock``), so that a
   second sweep on the same directory is refused instead of racing this one.
 
-A preset with ``parts`` (``demo``) runs other presets in turn, into ``RESULTS_DIR/<part>/``.
+A preset with ``parts`` (``demo``) runs other presets in turn, into ``RESULTS_DIR/<part>/``;
+an override ``PART/KEY=VALUE`` applies to that part only.
 """
 
 from __future__ import annotations
@@ -371,9 +372,27 @@ def planned(preset: str | None, overrides: list[str], writing: bool = True) -> l
     root = composite_results_dir(preset, overrides)
     rest = [o for o in overrides if _results_dir_override([o]) is None]
     return [
-        Sweep.checked(part, [*rest, f"results_dir={Path(root) / subdir}"], writing)
+        Sweep.checked(
+            part,
+            [*part_overrides(rest, subdir, parts), f"results_dir={Path(root) / subdir}"],
+            writing,
+        )
         for subdir, part in parts.items()
     ]
+
+
+def part_overrides(overrides: list[str], subdir: str, parts: dict[str, str]) -> list[str]:
+    """A composite preset's overrides for one part: the shared ones, and those written
+    ``PART/KEY=VALUE`` for this part (its models' own keys: ``resnet50/workload.arch=resnet18``)."""
+    out = []
+    for o in overrides:
+        prefix, slash, rest = o.lstrip("+").partition("/")
+        if slash and prefix in parts:
+            if prefix == subdir:
+                out.append(("+" if o.startswith("+") else "") + rest)
+            continue
+        out.append(o)
+    return out
 
 
 def run_sweep(preset: str | None, overrides: list[str]) -> int:
