@@ -173,4 +173,5 @@ def models(session: nox.Session) -> None:
     session.install(*VISION_PAIR)
     session.install("-e", ".[dev,vision]")
     tests = ["tests/test_vision.py", "tests/test_gpt2.py", "tests/test_plugins.py"]
+    tests += ["tests/test_scaling_models.py", "tests/test_step_options.py"]
     session.run("pytest", "-rs", *tests, *session.posargs)

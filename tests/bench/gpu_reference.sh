@@ -4,7 +4,10 @@
 # 1. world size 1 on NCCL/CUDA (torchrun, one rank: the process-group path a cluster job takes);
 # 2. comm-bench on NCCL (one rank: checks the collective and its correctness check; bandwidth
 #    needs 2+ GPUs);
-# 3. cifar_resnet and a GPT-2-small-sized tiny_gpt in bf16: throughput, model FLOPs and MFU.
+# 3. cifar_resnet and a GPT-2-small-sized tiny_gpt in bf16: throughput, model FLOPs and MFU;
+# 4. the scaling_models preset on this one GPU (workers=1): torchvision ResNet-50 at 224 px and
+#    GPT-2 124M, bf16, random inputs (ResNet-50 needs torchvision: pip install 'dpsuite[vision]'
+#    with the torchvision build matching torch; without it only GPT-2 runs).
 # Results go to results/reference/TAG/ (run.json and CSVs); reports/reference/ is rebuilt.
 set -euo pipefail
 TAG="${1:-h200}"
@@ -32,12 +35,22 @@ timeout 600 python3 -m suite run workload=tiny_gpt precision=bf16 batch.per_work
     workload.num_samples=8000 train.epochs=1 train.max_steps=60 train.eval_at_start=false \
     timing.warmup_steps=10 "${COMMON[@]}"
 
+echo "== 4. scaling_models on one GPU"
+MODELS=(workers=1 "hardware.tag=$TAG" "hardware.peak_tflops=$PEAK" "results_dir=$OUT/scaling_models")
+if python3 -c "import torchvision" 2>/dev/null; then
+    timeout 900 python3 -m suite sweep scaling_models "${MODELS[@]}"
+else
+    echo "torchvision is not importable: GPT-2 124M only"
+    timeout 600 python3 -m suite sweep scaling_models_gpt2 "${MODELS[@]/%scaling_models/scaling_models/gpt2}"
+fi
+
 python3 - "$OUT" <<'PY'
 import sys
 from suite import results
 runs = results.load(sys.argv[1])
-cols = ["workload", "precision", "backend", "global_batch", "samples_per_s", "step_time_s",
-        "flops_per_sample", "model_tflops_per_device", "mfu", "status"]
+cols = ["workload", "precision", "backend", "global_batch", "samples_per_s", "tokens_per_s",
+        "step_time_s", "flops_per_sample", "model_tflops_per_device", "mfu",
+        "peak_cuda_allocated_mib", "status"]
 print(runs[[c for c in cols if c in runs]].to_string(index=False))
 PY
 python3 -m suite report results/reference --out reports/reference  # both machines side by side
