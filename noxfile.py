@@ -23,6 +23,10 @@ TORCH = os.environ.get("DPSUITE_TORCH", "torch==2.13.0")
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 SLURM_SCRIPT = "tests/cluster/slurm.sh"
 
+# torchvision is built against one torch release: the pair must match (PyPI's latest
+# torchvision fails to import beside an older torch). DPSUITE_VISION_PAIR chooses another pair.
+VISION_PAIR = os.environ.get("DPSUITE_VISION_PAIR", "torch==2.14.1 torchvision==0.29.1").split()
+
 
 def has_cuda() -> bool:
     return shutil.which("nvidia-smi") is not None
@@ -156,14 +160,16 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def overhead(session: nox.Session) -> None:
-    """Suite vs bare PyTorch: throughput ratio (DDP loop) and busbw ratio (all-reduce loop)."""
-    install_suite(session)
+    """Suite vs bare PyTorch: throughput ratio (DDP loop) and busbw ratio (all-reduce loop).
+
+    `nox -s overhead -- --only train --workloads resnet50`: torchvision's ResNet-50, which needs
+    the matching torch/torchvision pair (VISION_PAIR) installed instead of the default torch."""
+    if "resnet50" in session.posargs:
+        session.install(*VISION_PAIR)
+        session.install("-e", ".[vision]")
+    else:
+        install_suite(session)
     session.run("python", "tests/bench/overhead.py", *session.posargs)
-
-
-# torchvision is built against one torch release: the pair must match (PyPI's latest
-# torchvision fails to import beside an older torch). DPSUITE_VISION_PAIR chooses another pair.
-VISION_PAIR = os.environ.get("DPSUITE_VISION_PAIR", "torch==2.14.1 torchvision==0.29.1").split()
 
 
 @nox.session

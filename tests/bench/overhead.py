@@ -6,7 +6,8 @@
 1. throughput: ``samples_per_s`` of ``dpsuite run`` / the bare DDP loop's (reference/bare_ddp.py),
    for mnist1d_mlp (per-worker batch 32 and 128) and cifar_resnet on 2 workers with the same
    per-worker batch, threads and number of timed steps (the bare loop runs on random data of
-   the same shapes);
+   the same shapes); and torchvision's ResNet-50 at 224 px, one worker, batch 8
+   (``--workloads resnet50``; needs torchvision, which `nox -s overhead` installs);
 2. bandwidth: ``busbw`` of ``dpsuite comm-bench`` / the bare all-reduce loop's
    (reference/bare_allreduce.py) at 1, 4, 16 and 64 MiB, fp32, 2 ranks;
 3. noise scale (``--only noise``): ``samples_per_s`` with the gradient noise scale measured
@@ -52,6 +53,15 @@ TRAIN_CASES = {
         ["workload=cifar_resnet", "workload.num_samples=2000", "batch.per_worker=16"]
         + ["train.epochs=1", "train.max_steps=35", "train.eval_at_start=false"],
         ["--model", "resnet18", "--batch", "16", "--steps", "30", "--samples", "1600"],
+    ),
+    # A real model on one worker: the suite's per-step work against the same model's bare
+    # loop, without communication in either.
+    "resnet50": (
+        ["workload=torchvision", "workload.arch=resnet50", "workload.num_samples=400"]
+        + ["workers=1", "batch.per_worker=8", "timing.calibration_steps=0"]
+        + ["train.epochs=1", "train.max_steps=25", "train.eval_at_start=false"],
+        ["--model", "resnet50", "--workers", "1", "--batch", "8", "--steps", "20"]
+        + ["--samples", "320"],
     ),
 }
 

@@ -4,11 +4,12 @@
 
 N processes (torch.multiprocessing, FileStore rendezvous, gloo), each with cores/N threads,
 train the same model as dpsuite's workload of that name (mlp = mnist1d_mlp, resnet18 =
-cifar_resnet at width 64) with SGD (momentum 0.9, weight decay 5e-4) on random data of the same
-shape and dtype. After ``--warmup`` steps, ``--steps`` steps are timed on each rank; the
-throughput is global samples / the slowest rank's time. Each step is also timed on its own, for
-a noise-robust figure: global batch / the median step time (max across ranks per step). Prints
-one JSON line.
+cifar_resnet at width 64, resnet50 = torchvision's at 224 px, uint8 images normalised inside
+as dpsuite's `torchvision` workload does) with SGD (momentum 0.9, weight decay 5e-4) on random
+data of the same shape and dtype. After ``--warmup`` steps, ``--steps`` steps are timed on each
+rank; the throughput is global samples / the slowest rank's time. Each step is also timed on
+its own, for a noise-robust figure: global batch / the median step time (max across ranks per
+step). Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -68,8 +69,27 @@ class ResNet18(nn.Module):
         return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
+class ImageNetResNet50(nn.Module):
+    """torchvision's ResNet-50 taking uint8 images, normalised with ImageNet's mean and std."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import torchvision
+
+        self.model = torchvision.models.resnet50(weights=None, num_classes=1000)
+        self.mean = torch.tensor((123.675, 116.28, 103.53)).view(1, 3, 1, 1)
+        self.std = torch.tensor((58.395, 57.12, 57.375)).view(1, 3, 1, 1)
+
+    def forward(self, x):
+        w = self.model.fc.weight
+        return self.model((x.to(w.dtype) - self.mean.to(w)) / self.std.to(w))
+
+
 def build(model: str, n: int) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(0)
+    if model == "resnet50":
+        x = torch.randint(0, 256, (n, 3, 224, 224), dtype=torch.uint8, generator=g)
+        return ImageNetResNet50(), x, torch.randint(0, 1000, (n,), generator=g)
     y = torch.randint(0, 10, (n,), generator=g)
     if model == "mlp":
         net = nn.Sequential(
@@ -130,7 +150,7 @@ def worker(rank: int, store: str, args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", choices=["mlp", "resnet18"], default="mlp")
+    p.add_argument("--model", choices=["mlp", "resnet18", "resnet50"], default="mlp")
     local_ranks.add_arguments(p)
     p.add_argument("--batch", type=int, default=32, help="per worker")
     p.add_argument("--steps", type=int, default=300)
