@@ -165,7 +165,10 @@ def bare_busbw(env: dict[str, str]) -> dict[int, float]:
 
 def measure_training(repeats: int, names: list[str], tmp: Path, env: dict[str, str]) -> None:
     extra = f" (suite with {' '.join(EXTRA_OVERRIDES)})" if EXTRA_OVERRIDES else ""
-    print(f"throughput, {WORKERS} workers x {threads()} threads: suite / bare DDP loop{extra}")
+    print(
+        f"throughput, {WORKERS} workers (resnet50: 1) x {threads()} threads: "
+        f"suite / bare loop{extra}"
+    )
     print("  (at median step: global batch / median step time, less sensitive to other load)")
     for name in names:
         overrides, bare_args = TRAIN_CASES[name]
