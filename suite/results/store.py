@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import csv
 import hashlib
+import io
 import json
 import math
 import os
@@ -114,11 +115,17 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
 
 def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(_json_safe(dict(data)), indent=2, allow_nan=False) + "\n"
+    replace_atomically(path, text.encode())
+
+
+def replace_atomically(path: Path, blob: bytes) -> None:
+    """Write ``path`` through a hidden temporary file renamed over it: readers see the old file
+    or the new one, and a failed write (OSError) leaves no temporary file behind."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(_json_safe(dict(data)), fh, indent=2, allow_nan=False)
-            fh.write("\n")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes it private; results are meant to be shared
@@ -221,7 +228,10 @@ def effective_status(rec: Mapping[str, Any]) -> str:
     status = rec.get("status", "failed")
     if status != "running":
         return status
-    if rec.get("host") == socket.gethostname() and not _pid_alive(int(rec.get("pid", -1))):
+    pid = rec.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**31:
+        return "failed"  # no process could have written it: nothing runs it
+    if rec.get("host") == socket.gethostname() and not _pid_alive(pid):
         return "failed"
     return "running"
 
@@ -249,11 +259,20 @@ def write_comm_bench(
 ) -> None:
     """Write one comm-bench result: the CSV first, then the JSON that marks it complete."""
     bench_dir = Path(bench_dir)
-    bench_dir.mkdir(parents=True, exist_ok=True)
-    csv_path = bench_dir / COMM_BENCH_CSV
-    csv_path.unlink(missing_ok=True)
-    append_csv(csv_path, COMM_BENCH_COLUMNS, rows)
-    write_json_atomic(bench_dir / COMM_BENCH_JSON, {"schema_version": SCHEMA_VERSION, **meta})
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=COMM_BENCH_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    try:
+        bench_dir.mkdir(parents=True, exist_ok=True)
+        replace_atomically(bench_dir / COMM_BENCH_CSV, text.getvalue().encode())
+    except OSError as exc:
+        raise ResultsWriteError(bench_dir / COMM_BENCH_CSV, exc) from None
+    try:
+        write_json_atomic(bench_dir / COMM_BENCH_JSON, {"schema_version": SCHEMA_VERSION, **meta})
+    except ResultsWriteError:
+        (bench_dir / COMM_BENCH_CSV).unlink(missing_ok=True)  # no half of a result stays
+        raise
 
 
 def load_comm_bench(path: str | Path) -> pd.DataFrame:
@@ -263,11 +282,16 @@ def load_comm_bench(path: str | Path) -> pd.DataFrame:
     Results written before other collectives were measured read as ``all_reduce``. Unreadable
     files are skipped with a warning naming the file.
     """
+    from suite.results import gate  # the gate reads records with this module's helpers
+
     frames = []
-    for meta_file in sorted(Path(path).rglob(COMM_BENCH_JSON)):
+    for meta_file in gate.walk_files(Path(path), COMM_BENCH_JSON):
         csv_file = meta_file.parent / COMM_BENCH_CSV
         try:
+            if not (gate.is_regular(meta_file) and gate.is_regular(csv_file)):
+                raise ValueError("not a regular file")
             meta = read_json(meta_file)
+            gate.check_comm_meta(meta)
             frame = pd.read_csv(csv_file)
             if "collective" not in frame.columns:
                 frame.insert(0, "collective", None)
@@ -278,6 +302,7 @@ def load_comm_bench(path: str | Path) -> pd.DataFrame:
             missing = set(COMM_BENCH_COLUMNS) - set(frame.columns)
             if missing:
                 raise ValueError(f"missing columns {sorted(missing)}")
+            gate.check_comm_rows(frame)
         except (OSError, ValueError, pd.errors.ParserError) as exc:
             warnings.warn(
                 f"skipping unreadable comm-bench result {meta_file.parent}: {exc}", stacklevel=2
