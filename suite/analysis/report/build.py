@@ -23,8 +23,9 @@ from suite.analysis.report import (
 )
 from suite.analysis.report import time_to_target as ttt
 from suite.errors import UserError
+from suite.results import owned
 
-# Every PNG a report can write starts with one of these; older ones are removed on regeneration.
+# The names of the plots a report can write.
 PLOT_NAMES = (
     "throughput",
     "efficiency",
@@ -58,18 +59,12 @@ def default_out(results_dir: str | Path) -> Path:
 
 
 def prepare_out(out: Path) -> Path:
-    """Create the output directory and clear the plots an earlier report left there."""
+    """Create the output directory; what an earlier report wrote there and this one does not
+    is removed at the end by its manifest (``suite.results.owned``), nothing else."""
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise UserError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
-    for old in [*out.glob("*.png"), *out.glob("*.svg")]:
-        if old.name.startswith(PLOT_NAMES):
-            old.unlink()
-    return out
+        return owned.begin(out)
+    except owned.OutputWriteError as exc:
+        raise UserError(f"cannot write the report to {out}: {exc.reason}") from None
 
 
 def display_path(path: Path) -> str:
@@ -699,4 +694,5 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Writ
     report.figures = figs.figures
     report.warnings = tree.warnings
     render.write(report, out)
+    owned.finish(out)
     return Written(out=out, warnings=tree.warnings, headline=report.headline)

@@ -25,6 +25,7 @@ from suite.analysis.report.build import (
     prepare_out,
 )
 from suite.errors import UserError
+from suite.results import owned
 
 # Throughput is compared between runs of one configuration (the seed and repeat do not change
 # it): real workers only (mode=ddp), where samples/s is what the machine delivers.
@@ -251,7 +252,7 @@ def build_compare(
                 "Every column is in `ratios.csv`.",
             )
         )
-        ratios.to_csv(out / "ratios.csv", index=False)
+        owned.write(out / "ratios.csv", ratios.to_csv(index=False))
     figs = FigureWriter(out)
     by_machine = ("machine", "workload", "per_worker_batch")
     scaling = data.scaling_table(runs, always=by_machine) if not runs.empty else pd.DataFrame()
@@ -288,6 +289,7 @@ def build_compare(
     summary = data.summary_frame(runs) if not runs.empty else pd.DataFrame(columns=["machine"])
     data.write_summary(summary.drop(columns=["source_index"], errors="ignore"), out)
     render.write(report, out)
+    owned.finish(out)
     return Compared(
         out=out,
         warnings=report.warnings,

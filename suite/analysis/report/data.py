@@ -20,6 +20,7 @@ import pandas as pd
 from suite import results
 from suite.analysis.report import stats
 from suite.errors import UserError
+from suite.results import owned
 
 RUN_COLUMNS = list(results.schema.SUMMARY_COLUMNS)
 TEXT_COLUMNS = {
@@ -464,7 +465,7 @@ def summary_frame(runs: pd.DataFrame) -> pd.DataFrame:
 def write_summary(summary: pd.DataFrame, out: Path) -> None:
     """summary.csv, and summary.parquet beside it where pyarrow is installed (the `parquet`
     extra): the same frame, with types kept."""
-    summary.to_csv(out / "summary.csv", index=False)
+    owned.write(out / "summary.csv", summary.to_csv(index=False))
     try:
         import pyarrow  # noqa: F401
     except ImportError:

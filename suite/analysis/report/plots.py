@@ -8,6 +8,7 @@ one colour per LR rule that is the same in every plot.
 from __future__ import annotations
 
 import functools
+import io
 import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -26,6 +27,7 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from suite.analysis.report import critical_batch as cb  # noqa: E402
 from suite.analysis.report import data  # noqa: E402
+from suite.results import owned  # noqa: E402
 
 DPI = 110
 STYLE = {
@@ -78,14 +80,14 @@ def save(fig: Figure, path: Path) -> None:
     """The PNG at ``path`` and an SVG beside it (same stem), byte for byte the same from the
     same results: no creation date, and SVG ids from a fixed salt (a committed report changes
     only where its numbers do)."""
-    fig.savefig(path, dpi=DPI, bbox_inches="tight", facecolor="white")
+    png, svg = io.BytesIO(), io.BytesIO()  # rendered first: a full disk never gets half
+    fig.savefig(png, format="png", dpi=DPI, bbox_inches="tight", facecolor="white")
     with matplotlib.rc_context({"svg.hashsalt": "dpsuite"}):
         fig.savefig(
-            path.with_suffix(".svg"),
-            bbox_inches="tight",
-            facecolor="white",
-            metadata={"Date": None},
+            svg, format="svg", bbox_inches="tight", facecolor="white", metadata={"Date": None}
         )
+    owned.write(path, png.getvalue())
+    owned.write(path.with_suffix(".svg"), svg.getvalue())
 
 
 def rule_color(rule: str) -> str:

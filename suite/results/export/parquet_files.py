@@ -8,13 +8,14 @@ types (a list in one run, a number in another) are written as JSON text.
 
 from __future__ import annotations
 
+import io
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
 
-from suite.errors import ResultsWriteError, UserError
+from suite.errors import UserError
+from suite.results import owned
 from suite.results.export.tree import ExportRun, require
 from suite.results.load import load
 from suite.results.store import load_comm_bench
@@ -46,15 +47,11 @@ def parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_frame(frame: pd.DataFrame, path: Path) -> None:
-    """Write atomically: readers see the previous file or the new one, never a torn one."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        parquet_safe(frame).to_parquet(tmp, engine="pyarrow", index=False)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise ResultsWriteError(path, exc) from None
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write atomically: readers see the previous file or the new one, never a torn one (and a
+    full disk is one line)."""
+    buffer = io.BytesIO()
+    parquet_safe(frame).to_parquet(buffer, engine="pyarrow", index=False)
+    owned.write(path, buffer.getvalue())
 
 
 def export_parquet(root: Path, runs: list[ExportRun]) -> list[Path]:
