@@ -6,6 +6,7 @@ import argparse
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Sequence
 
 from suite.errors import CommandAborted, Terminated, UserError, raise_terminated
@@ -66,9 +67,11 @@ def _run(args: list[str]) -> int:
 
         print(dry_run(None, overrides))
         return 0
-    if any(a.startswith("-") and a not in MULTIRUN_FLAGS for a in args):
-        # Hydra's own flags (--help, --cfg, ...) are passed through unchecked.
-        hydra_app.run_hydra(args)
+    from suite.cli import hydra_flags
+
+    shown = hydra_flags.parse(args)  # Hydra's own flags: checked like a run, or refused
+    if shown is not None:
+        print(hydra_flags.show(shown))
         return 0
     overrides = [a for a in args if a not in MULTIRUN_FLAGS]
     if multirun:
@@ -309,7 +312,7 @@ def _compare(args: list[str]) -> int:
     parser.add_argument("--out", help="output directory (default: reports/compare-A-vs-B)")
     parser.add_argument(
         "--fail-below",
-        type=float,
+        type=finite,
         metavar="RATIO",
         help="exit 1 when a configuration's B / A throughput is below RATIO (e.g. 0.95), its "
         "whole 95 %% interval when repeats give one",
@@ -362,12 +365,24 @@ COMMANDS = {
 }
 
 
+def _warning_line(message, category, filename, lineno, line=None) -> str:
+    """A warning of the suite's (a results file left out) as one line, like an error."""
+    if issubclass(category, UserWarning):
+        return f"dpsuite: warning: {message}\n"
+    return _python_format(message, category, filename, lineno, line)
+
+
+_python_format = warnings.formatwarning
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, raise_terminated) if in_main_thread else None
     try:
-        return _dispatch(args)
+        with warnings.catch_warnings():
+            warnings.formatwarning = _warning_line
+            return _dispatch(args)
     finally:
         if in_main_thread:  # leave the embedding process (e.g. a test runner) as it was
             signal.signal(signal.SIGTERM, previous)

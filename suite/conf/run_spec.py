@@ -13,12 +13,14 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from suite.conf.checks import check_bounds, check_keys
+from suite.conf.host_memory import check_processes_fit
 from suite.conf.schema import RunConfig
 from suite.engine import lr_rules
 from suite.engine.lr_rules import SCHEDULES
 from suite.engine.precision import unsupported
 from suite.errors import UserError
 from suite.results import make_run_id, run_identity
+from suite.results.gate import TAG_PATTERN
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,14 @@ def resolve(
     else:
         device, backend = c.device, c.backend
     processes = 1 if c.mode == "simulated" else local_workers
+    if check_devices and world_size is None and processes > 1:  # this command spawns them
+        check_processes_fit(processes, "workers")
+    tag = c.hardware.tag
+    _require(
+        tag is None or TAG_PATTERN.fullmatch(tag) is not None,
+        f"hardware.tag must be a machine name (letters, digits, '_', '.', '+', '-'; up to 64), "
+        f"got {tag!r}",
+    )
     threads = c.threads_per_worker or max(1, usable_cores() // processes)
     if check_results_dir:
         check_writable(c.results_dir)

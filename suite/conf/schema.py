@@ -64,8 +64,11 @@ class OptimizerConfig:
 class ScheduleConfig:
     name: str = field(default="cosine", metadata={"choices": SCHEDULES})
     """LR after warmup: cosine to zero, step, constant, or poly (LARS's decay)."""
-    milestones: list[float] = field(default_factory=lambda: [0.5, 0.75])
-    """Step schedule: where the LR drops, as fractions of the post-warmup phase."""
+    milestones: list[float] = field(
+        default_factory=lambda: [0.5, 0.75], metadata={"gt": 0, "lt": 1}
+    )
+    """Step schedule: where the LR drops, as fractions of the post-warmup phase (each in
+    (0, 1))."""
     gamma: float = field(default=0.1, metadata={"gt": 0})
     """Step schedule: factor at each milestone."""
     power: float = field(default=2.0, metadata={"gt": 0})
@@ -141,8 +144,8 @@ class RunConfig:
     batch: dict[str, int | None] = field(default_factory=lambda: {"per_worker": 32, "global": None})
     """batch.per_worker: samples per worker per step; batch.global: the global batch instead
     (per_worker = global / workers)."""
-    seed: int = field(default=0, metadata={"ge": 0})
-    """Seed of the model's initialisation and the data order."""
+    seed: int = field(default=0, metadata={"ge": 0, "le": 2**32 - 1})
+    """Seed of the model's initialisation and the data order (the generators' range)."""
     repeat: int = field(default=0, metadata={"ge": 0})
     """Index of a repeated measurement of the same config (part of the run id)."""
     train: TrainConfig = field(default_factory=TrainConfig)

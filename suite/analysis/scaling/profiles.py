@@ -8,6 +8,7 @@ inside a node, per node for the network; ``latency_us`` per hop) and ``sources``
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,8 +60,16 @@ def load_profile(name_or_path: str) -> Profile:
         raise UserError(f"cannot read profile {path}: {detail}") from None
 
 
+def _finite(value: Any, where: str) -> float:
+    """A profile's number: YAML's .nan and .inf are typos, not hardware."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{where} must be a finite number, got {value!r}")
+    return float(value)
+
+
 def _link(raw: dict[str, Any], where: str) -> Link:
-    bandwidth, latency = float(raw["bandwidth_GB_s"]), float(raw["latency_us"])
+    bandwidth = _finite(raw["bandwidth_GB_s"], f"{where}.bandwidth_GB_s")
+    latency = _finite(raw["latency_us"], f"{where}.latency_us")
     if bandwidth <= 0 or latency < 0:
         raise ValueError(f"{where}: bandwidth_GB_s must be > 0 and latency_us >= 0")
     return Link(latency * 1e-6, bandwidth * 1e9)
@@ -69,10 +78,12 @@ def _link(raw: dict[str, Any], where: str) -> Link:
 def _parse(raw: Any, stem: str) -> Profile:
     if not isinstance(raw, dict):
         raise ValueError("a profile is a mapping of keys")
-    gpus = int(raw["gpus_per_node"])
-    if gpus < 1:
-        raise ValueError("gpus_per_node must be >= 1")
-    peaks = {str(k): float(v) for k, v in (raw.get("peak_tflops") or {}).items()}
+    gpus = raw["gpus_per_node"]
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise ValueError(f"gpus_per_node must be an integer >= 1, got {gpus!r}")
+    peaks = {
+        str(k): _finite(v, f"peak_tflops.{k}") for k, v in (raw.get("peak_tflops") or {}).items()
+    }
     if any(v <= 0 for v in peaks.values()):
         raise ValueError("peak_tflops must be > 0")
     topology = Topology(
