@@ -590,7 +590,7 @@ def bad_dirs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
         "missing": (tmp_path / "nope", "results directory not found"),
         "file": (a_file, "not a directory"),
         "empty": (empty, "no results to report"),
-        "corrupt": (only_corrupt, "unreadable results only"),
+        "corrupt": (only_corrupt, "1 left out: skipping unreadable"),
     }
 
 

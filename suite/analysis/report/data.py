@@ -92,7 +92,7 @@ def load_tree(path: str | Path) -> ResultsTree:
         comm = results.load_comm_bench(root)
     notes = [str(w.message) for w in caught if w.category is UserWarning]  # not library noise
     if runs.empty and comm.empty:
-        found = "unreadable results only" if notes else "no run.json or comm_bench.json"
+        found = f"{len(notes)} left out: {notes[0]}" if notes else "no run.json or comm_bench.json"
         raise UserError(f"no results to report in {root} ({found})")
     runs = tidy_runs(runs)
     tree = ResultsTree(source=root, runs=runs, comm=tidy_comm(comm), warnings=notes)
