@@ -80,6 +80,7 @@ DAMAGE = {
     "extra-rate": ({"samples_per_s": 123}, "unknown key samples_per_s"),
     "extra-acc": ({"final_eval_acc": 0.99}, "unknown key final_eval_acc"),
     "bad-status": ({"status": "done"}, "status 'done'"),
+    "tag-lines": ({"hardware__tag": "a\nb | c"}, "hardware.tag 'a\\nb | c' is not a machine name"),
 }
 
 

@@ -39,8 +39,10 @@ NON_NEGATIVE_UNITS |= {"FLOP", "epochs"}
 SIGNED = {"exposed_comm_s", "comm_fraction", "comm_time_s", "comm_time_p90_s", "comm_wait_s"}
 # Accuracies are fractions of the eval set.
 UNIT_INTERVAL = {"target_acc", "final_eval_acc", "best_eval_acc"}
-# What a machine's name may hold: it names files and lines of Markdown tables.
+# What a machine's name may hold: it names files and lines of Markdown tables. New tags are held
+# to this; a recorded one (older versions took any text) only to a single line of table text.
 TAG_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
+RECORDED_TAG = re.compile(r"[^\x00-\x1f\x7f|`]{1,200}")
 LEAST = {"workers": 1, "global_batch": 1, "per_worker_batch": 1, "base_batch": 1}
 
 
@@ -149,7 +151,7 @@ def check_record(rec: Any) -> None:
             f"{rec['global_batch']}"
         )
     tag = (rec.get("hardware") or {}).get("tag")
-    if tag is not None and not (isinstance(tag, str) and TAG_PATTERN.fullmatch(tag)):
+    if tag is not None and not (isinstance(tag, str) and RECORDED_TAG.fullmatch(tag)):
         raise Untrusted(f"hardware.tag {tag!r:.40} is not a machine name")
 
 
@@ -222,7 +224,7 @@ def check_comm_meta(meta: Any) -> None:
         raise Untrusted(f"world_size is {meta['world_size']}, below 1")
     hardware = meta.get("hardware")
     tag = hardware.get("tag") if isinstance(hardware, dict) else None
-    if tag is not None and not (isinstance(tag, str) and TAG_PATTERN.fullmatch(tag)):
+    if tag is not None and not (isinstance(tag, str) and RECORDED_TAG.fullmatch(tag)):
         raise Untrusted(f"hardware.tag {tag!r:.40} is not a machine name")
 
 
