@@ -83,7 +83,8 @@ def _number(value: Any) -> bool:
 
 def _check_type(name: str, value: Any, kind: str) -> None:
     ok = {
-        "int": isinstance(value, int) and not isinstance(value, bool),
+        # a count computed in floating point (32.0) is still a count
+        "int": _number(value) and (isinstance(value, int) or float(value).is_integer()),
         "float": _number(value),
         "str": isinstance(value, str),
         "bool": isinstance(value, bool),
