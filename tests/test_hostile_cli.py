@@ -56,6 +56,11 @@ def test_cfg_job_checks_first_and_shows_a_preset_and_a_multirun(dpsuite, capsys,
     assert "workload:" in shown.out and "hydra:" not in shown.out and not shown.err
     assert dpsuite("run", "-m", "workers=1,2", "--cfg", "job", f"results_dir={results_dir}") == 0
     assert "workers: 1" in capsys.readouterr().out
+    assert dpsuite("sweep", "demo", "--cfg", "job", f"results_dir={results_dir}") == 0
+    shown = capsys.readouterr().out
+    assert "# part demo_scaling" in shown and "# part demo_convergence" in shown
+    code = dpsuite("sweep", "scaling", "--cfg", "job", "workers=0", f"results_dir={results_dir}")
+    one_error(capsys, code, "workers must be an integer >= 1, got 0")
     assert not results_dir.exists()
 
 

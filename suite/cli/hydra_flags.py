@@ -32,6 +32,11 @@ class ShowRequest:
     multirun: bool = False
 
 
+def requested(args: list[str]) -> bool:
+    """``args`` ask to see the config (``--cfg``, ``--resolve``, ``--package``)."""
+    return any(a.partition("=")[0] in SHOW_WITH_VALUE or a == "--resolve" for a in args)
+
+
 def parse(args: list[str]) -> ShowRequest | None:
     """The show request in ``args``, None when there is no Hydra flag; UserError for a flag
     dpsuite does not take."""
@@ -73,6 +78,25 @@ def show(request: ShowRequest) -> str:
     from suite.conf import compose
 
     compose.plan(request.overrides, multirun=request.multirun, writing=False)
+    return _yaml(request)
+
+
+def show_preset(name: str, request: ShowRequest) -> str:
+    """`dpsuite sweep NAME --cfg job`: every part of the preset checked, then each config."""
+    from suite.sweep import runner
+
+    sweeps = runner.planned(name, request.overrides, writing=False)
+    shown = []
+    for sweep in sweeps:
+        request.overrides = [f"+{runner.PRESET_GROUP}={sweep.preset}", *sweep.overrides]
+        text = _yaml(request)
+        shown.append(text if len(sweeps) == 1 else f"# part {sweep.preset}\n{text}")
+    return "\n".join(shown)
+
+
+def _yaml(request: ShowRequest) -> str:
+    from suite.conf import compose
+
     base = [o for o in request.overrides if not compose.is_sweep(o)]
     cfg = compose.compose_config(base, with_hydra=request.what != "job")
     if request.what == "job":

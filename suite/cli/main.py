@@ -105,6 +105,13 @@ def _sweep(args: list[str]) -> int:
         print(help.sweep_list())
         return 0 if args else EXIT_BAD_INPUT
     name, rest = args[0], args[1:]
+    from suite.cli import hydra_flags
+
+    if hydra_flags.requested(rest) and not HELP_FLAGS & set(rest):
+        shown = hydra_flags.parse(rest)  # --cfg job: checked like the sweep, then shown
+        assert shown is not None
+        print(hydra_flags.show_preset(name, shown))
+        return 0
     overrides = [a for a in rest if not a.startswith("-")]
     unknown = [a for a in rest if a.startswith("-") and a not in HELP_FLAGS | {DRY_RUN}]
     if unknown:
