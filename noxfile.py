@@ -106,10 +106,12 @@ def stress(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff lint and format check."""
-    session.install("ruff==0.17.6")  # pinned: formatting differs across releases
+    """ruff lint and format check; the layers of README's Code layout (import-linter)."""
+    session.install("ruff==0.17.6", "import-linter==2.17")  # pinned: formatting differs
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    # Contracts in pyproject.toml; the packages are read from this tree, not installed.
+    session.run("lint-imports", env={"PYTHONPATH": os.getcwd()})
 
 
 @nox.session

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from suite.engine.lr_rules import LRPlan, peak_lr, schedule_factor
+from suite.optim.lr_rules import LRPlan, peak_lr, schedule_factor
 
 
 def plan(rule: str, batch: int, **kw) -> LRPlan:

@@ -5,8 +5,6 @@ import pytest
 import torch
 
 from suite import results
-from suite.engine.distributed import Ranks
-from suite.engine.precision import Precision
 from suite.engine.replicas import (
     LocalGradientRecorder,
     RankReplicas,
@@ -20,6 +18,8 @@ from suite.measure.noise_scale import (
     piece_batches,
     unbiased_estimates,
 )
+from suite.optim.precision import Precision
+from suite.runtime.distributed import Ranks
 from suite.sync import STRATEGIES, SyncConfig, SyncStrategy
 from tests.conftest import SMALL, only_run, read_params, read_run
 

@@ -8,6 +8,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from suite.cli.args import ArgParser
 from suite.errors import CommandAborted, Terminated, UserError, raise_terminated
 
 USAGE = """usage: dpsuite COMMAND [ARGS...]
@@ -88,7 +89,7 @@ def _run(args: list[str]) -> int:
 
 def _leads() -> bool:
     """This process writes the run's results (it is not a rank > 0 of torchrun or srun)."""
-    from suite.engine.distributed import ranks_from_env
+    from suite.runtime.distributed import ranks_from_env
 
     ranks = ranks_from_env()
     return ranks is None or ranks.rank == 0
@@ -190,8 +191,8 @@ def _predict(args: list[str]) -> int:
 
 
 def _comm_bench(args: list[str]) -> int:
-    from suite.engine.distributed import ranks_from_env
     from suite.measure import comm_bench
+    from suite.runtime.distributed import ranks_from_env
 
     p = ArgParser(
         prog="dpsuite comm-bench",
@@ -272,14 +273,6 @@ def _export(args: list[str]) -> int:
     from suite.cli.export import export
 
     return export(args)
-
-
-class ArgParser(argparse.ArgumentParser):
-    """argparse for the non-Hydra commands; a usage error is one line, like every bad input."""
-
-    def error(self, message: str):
-        command = self.prog.removeprefix("dpsuite ")
-        raise UserError(f"{command}: {message} (see {self.prog} --help)")
 
 
 def _print_written(written) -> None:

@@ -223,7 +223,7 @@ class Plan:
 def plan(overrides: list[str], multirun: bool, writing: bool = True) -> Plan:
     """Compose and resolve every run the command would start (raises UserError on bad input).
     ``writing=False`` (help, dry runs): the results directories are neither made nor checked."""
-    from suite.engine.distributed import ranks_from_env
+    from suite.runtime.distributed import ranks_from_env
 
     overrides = list(overrides)
     base = [o for o in overrides if not _is_sweep(o)]

@@ -3,8 +3,6 @@ follows from it on this machine (worker count, batches, device, backend, threads
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,11 +12,12 @@ from omegaconf.errors import OmegaConfBaseException
 
 from suite.conf.checks import check_bounds, check_keys
 from suite.conf.schema import RunConfig
-from suite.engine import lr_rules
-from suite.engine.lr_rules import SCHEDULES
-from suite.engine.precision import unsupported
 from suite.errors import UserError
+from suite.optim import lr_rules
+from suite.optim.lr_rules import SCHEDULES
+from suite.optim.precision import unsupported
 from suite.results import make_run_id, run_identity
+from suite.runtime.host import check_writable, resolve_backend, usable_cores
 
 
 @dataclass(frozen=True)
@@ -115,13 +114,6 @@ class RunSpec:
         return REGISTRY[self.cfg.workload.name](self.cfg.workload, cache_dir=self.cfg.cache_dir)
 
 
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def _require(ok: bool, message: str) -> None:
     if not ok:
         raise UserError(message)
@@ -144,25 +136,6 @@ def resolve_device(device: str, workers_per_host: int, mode: str) -> str:
             f"workers={workers_per_host} but only {gpus} CUDA device(s): one GPU per worker",
         )
     return device
-
-
-def resolve_backend(backend: str, device: str) -> str:
-    if backend == "auto":
-        return "nccl" if device == "cuda" else "gloo"
-    _require(not (backend == "nccl" and device != "cuda"), "backend=nccl needs device=cuda")
-    return backend
-
-
-def check_writable(results_dir: str) -> None:
-    """Fail now, not after an hour of training, if results cannot be written."""
-    _require(bool(results_dir.strip()), "results_dir is empty: name a directory for the results")
-    path = Path(results_dir).expanduser()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-"):
-            pass
-    except OSError as exc:
-        raise UserError(f"results_dir '{results_dir}' is not writable: {exc.strerror}") from None
 
 
 def typed_config(cfg: DictConfig) -> tuple[RunConfig, dict[str, Any]]:

@@ -19,7 +19,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import II, MISSING
 
-from suite.engine.lr_rules import SCHEDULES
+from suite.optim.lr_rules import SCHEDULES
 
 MODES = ("ddp", "simulated")
 DEVICES = ("auto", "cpu", "cuda")
@@ -177,7 +177,7 @@ SCHEMA_NAME = "dpsuite_schema"
 def register() -> None:
     """Put the schema and every config group's options into Hydra's ConfigStore (idempotent)."""
     from suite import sync
-    from suite.engine import lr_rules
+    from suite.optim import lr_rules
     from workloads import REGISTRY
 
     store = ConfigStore.instance()
@@ -193,7 +193,7 @@ def register() -> None:
 def group_choices(group: str) -> list[str]:
     """The options of a config group, from the registries that own them."""
     from suite import sync
-    from suite.engine import lr_rules
+    from suite.optim import lr_rules
     from workloads import REGISTRY
 
     owners: dict[str, Any] = {

@@ -21,14 +21,15 @@ from typing import Any
 import torch
 
 from suite import progress
-from suite.conf.run_spec import RunSpec, usable_cores
+from suite.conf.run_spec import RunSpec
 from suite.engine import data_memo
-from suite.engine import distributed as dd
-from suite.engine.distributed import Ranks
 from suite.errors import ResultsWriteError
 from suite.measure.fingerprint import fingerprint
 from suite.results import RunWriter, effective_status, read_json, read_status
 from suite.results.store import ATTEMPTS_DIR, SCRATCH_DIR
+from suite.runtime import distributed as dd
+from suite.runtime.distributed import Ranks
+from suite.runtime.host import usable_cores
 
 SKIPPED = "skipped"
 # Config keys that say where results go and how processes start, not what a run measures: a

@@ -23,10 +23,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from suite.engine.distributed import Ranks
-from suite.engine.precision import Precision
 from suite.engine.sharding import all_worker_batches, worker_batches
 from suite.measure.noise_scale import squared_norm, sum_of_squares
+from suite.optim.precision import Precision
+from suite.runtime.distributed import Ranks
 from suite.sync.base import SyncStrategy
 
 # The loss of a batch of sample indices through a module: workload.loss(net(x[idx]), y[idx]).

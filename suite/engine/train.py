@@ -22,11 +22,6 @@ from torch import Tensor, nn
 from suite import progress, sync
 from suite.conf.run_spec import RunSpec
 from suite.engine import data_memo
-from suite.engine import distributed as dd
-from suite.engine.distributed import Ranks
-from suite.engine.lars import LARS, lars_param_groups
-from suite.engine.lr_rules import RULES, LRPlan
-from suite.engine.precision import Precision
 from suite.engine.replicas import RankReplicas, Replicas, SimulatedReplicas, gradients
 from suite.engine.sharding import steps_per_epoch
 from suite.measure.calibration import exposed_metrics, time_without_sync
@@ -37,8 +32,13 @@ from suite.measure.memory import MemoryProbe
 from suite.measure.noise_scale import NoiseScaleMeter, NoiseScaleProbe, piece_batches
 from suite.measure.probes import Probe, Probes
 from suite.measure.step_timer import StepTimeProbe, sample_indices
+from suite.optim.lars import LARS, lars_param_groups
+from suite.optim.lr_rules import RULES, LRPlan
+from suite.optim.precision import Precision
 from suite.results import RunWriter
-from suite.sync.measure import sync_metrics
+from suite.runtime import distributed as dd
+from suite.runtime.distributed import Ranks
+from suite.sync.traffic import sync_metrics
 from workloads import Data, Workload
 from workloads.base import parameter_count
 

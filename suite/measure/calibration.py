@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from suite.engine.precision import Precision
 from suite.measure.step_timer import StepTimer, median, windowed
+from suite.optim.precision import Precision
 
 
 @contextlib.contextmanager
@@ -76,7 +76,7 @@ def exposed_metrics(
 ) -> dict[str, Any]:
     """compute_time_s (the median step without sync, max across ranks), exposed_comm_s (what
     sync adds to the median step) and comm_fraction (its share of the step)."""
-    from suite.engine import distributed as dd
+    from suite.runtime import distributed as dd
 
     compute = median(windowed(dd.max_across_ranks(no_sync_times, device), period))
     exposed = None

@@ -25,10 +25,10 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite.engine import distributed as dd
 from suite.measure.comm_timer import CommTimer
 from suite.measure.probes import Probe
 from suite.measure.step_timer import StepTimer, median, percentile
+from suite.runtime import distributed as dd
 from suite.sync.counter import CommCounter
 
 NS = 1e-9

@@ -149,7 +149,7 @@ class NoiseScaleMeter:
         big = torch.stack([b for _, _, b in self._pending]).double().tolist()
         self._pending.clear()
         if self.method == "ranks":
-            from suite.engine import distributed as dd
+            from suite.runtime import distributed as dd
 
             small = [s / self.world_size for s in dd.all_reduce_sum(small, self.device)]
         for step, s, b in zip(steps, small, big, strict=True):

@@ -11,12 +11,7 @@ from typing import Any
 import torch
 
 from suite.measure.probes import Probe
-
-
-def wait_for_device(device: torch.device) -> None:
-    """Wait for queued device work so a clock reading means what it says."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+from suite.runtime.host import wait_for_device
 
 
 @dataclass
@@ -107,7 +102,7 @@ class StepTimeProbe(Probe):
         self.timer.stop(step)
 
     def metrics(self) -> dict[str, Any]:
-        from suite.engine import distributed as dd
+        from suite.runtime import distributed as dd
 
         durations = self.timer.durations
         self.step_max = dd.max_across_ranks(durations, self.device)

@@ -22,7 +22,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from suite.measure.fingerprint import slurm_tasks_on_node
+from suite.runtime.host import slurm_tasks_on_node
 
 
 @dataclass(frozen=True)

@@ -35,10 +35,10 @@ from omegaconf import OmegaConf
 
 from suite import progress
 from suite.conf import compose as preflight
-from suite.engine.distributed import ranks_from_env
 from suite.errors import ResultsWriteError, UserError
 from suite.results import SCHEMA_VERSION, now_iso, read_json, read_status, write_json_atomic
 from suite.results import lock as results_lock
+from suite.runtime.distributed import ranks_from_env
 from suite.sweep import hydra_app, slurm
 from suite.sweep.hydra_app import SubmittedJob
 

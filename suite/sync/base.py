@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite.measure.step_timer import wait_for_device
+from suite.runtime.host import wait_for_device
 from suite.sync.counter import CommCounter
 from suite.sync.hooks import CommHook
 
