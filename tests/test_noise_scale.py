@@ -5,16 +5,12 @@ import pytest
 import torch
 
 from suite import results
-from suite.engine.replicas import (
-    LocalGradientRecorder,
-    RankReplicas,
-    SimulatedReplicas,
-    half_batch_norms,
-    simulated_step,
-)
+from suite.engine.replicas import RankReplicas, SimulatedReplicas, simulated_step
 from suite.measure.noise_scale import (
+    LocalGradientRecorder,
     NoiseScaleMeter,
     PooledEstimate,
+    half_batch_norms,
     piece_batches,
     unbiased_estimates,
 )

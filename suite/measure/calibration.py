@@ -19,7 +19,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from suite.measure.step_timer import StepTimer, median, windowed
+from suite.measure.probes import Probe
+from suite.measure.step_timer import StepTimeProbe, StepTimer, median, windowed
 from suite.optim.precision import Precision
 
 
@@ -89,3 +90,34 @@ def exposed_metrics(
         "comm_fraction": exposed / step_time_s if exposed is not None and step_time_s else None,
         "calibration_steps": len(no_sync_times),
     }
+
+
+class ExposedCommProbe(Probe):
+    """The step split into compute and exposed communication: the run's median step against its
+    calibration's. In a run of one process nothing is communicated: the step is all compute,
+    and every step's communication is 0."""
+
+    def __init__(self, step_probe: StepTimeProbe, communicates: bool) -> None:
+        self.step_probe, self.communicates = step_probe, communicates
+        self.no_sync_times: list[float] = []
+
+    def on_calibration_end(self, times: list[float]) -> None:
+        self.no_sync_times = times
+
+    def metrics(self) -> dict[str, Any]:
+        step_s = self.step_probe.step_time_s
+        if self.communicates:
+            probe = self.step_probe
+            return exposed_metrics(step_s, self.no_sync_times, probe.period, probe.device)
+        return {
+            "compute_time_s": step_s,
+            "comm_time_s": 0.0,
+            "exposed_comm_s": 0.0,
+            "comm_fraction": 0.0 if step_s else None,
+            "calibration_steps": 0,
+        }
+
+    def step_columns(self) -> dict[int, dict[str, Any]]:
+        if self.communicates:
+            return {}  # the communication probe's
+        return {step: {"comm_s": 0.0, "comm_wait_s": 0.0} for step in self.step_probe.timer.steps}
