@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from suite import results
-from suite.analysis.scaling import collectives
+from suite.analysis.scaling import allreduce_cost
 from suite.analysis.scaling.compute import ComputeModel
 from suite.analysis.scaling.fit import fit_topology
 from suite.analysis.scaling.model import MIB, ScalingModel
@@ -22,7 +22,7 @@ def write_bench(root, world: int = 2) -> None:
     sizes = [2**k for k in range(10, 29, 2)]
     rows = []
     for size in sizes:
-        t = collectives.ring_s(TRUTH.topology, size, world)
+        t = allreduce_cost.ring_s(TRUTH.topology, size, world)
         rows.append(
             {
                 "size_bytes": size,

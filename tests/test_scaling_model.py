@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from suite.analysis.scaling import collectives, overlap
+from suite.analysis.scaling import allreduce_cost, overlap
 from suite.analysis.scaling.compute import ComputeModel, fit_compute_model, from_flops
 from suite.analysis.scaling.fit import fit_inter_link, fit_intra_link, fit_topology
 from suite.analysis.scaling.model import MIB, ScalingModel
@@ -34,33 +34,35 @@ def test_ring_formula_counts_inter_node_steps_and_the_slowest_link():
     # 16 ranks on 2 nodes: 30 steps, 2 of them across the network; bandwidth of the NIC.
     size = 100e6
     expected = 28 * 3e-6 + 2 * 10e-6 + 2 * 15 / 16 * size / 50e9
-    assert collectives.ring_s(DGX, size, 16) == pytest.approx(expected)
+    assert allreduce_cost.ring_s(DGX, size, 16) == pytest.approx(expected)
     # inside one node: NVLink only
-    assert collectives.ring_s(DGX, size, 8) == pytest.approx(14 * 3e-6 + 2 * 7 / 8 * size / 150e9)
+    assert allreduce_cost.ring_s(DGX, size, 8) == pytest.approx(
+        14 * 3e-6 + 2 * 7 / 8 * size / 150e9
+    )
 
 
 def test_tree_latency_is_log_depth_across_nodes():
     size = 1024.0
     # 4096 ranks on 512 nodes: chain of 8 inside, log2(512) = 9 levels across
     expected = 2 * (7 * 3e-6 + 9 * 10e-6) + 2 * size / 50e9
-    assert collectives.tree_s(DGX, size, 4096) == pytest.approx(expected)
+    assert allreduce_cost.tree_s(DGX, size, 4096) == pytest.approx(expected)
 
 
 def test_hierarchical_splits_into_node_phases_and_a_halving_doubling_across():
     size = 64e6
     inside = 2 * 7 * 3e-6 + 2 * 7 / 8 * size / 150e9
     across = 2 * 5 * 10e-6 + 2 * 31 / 32 * size / 50e9  # 32 nodes
-    assert collectives.hierarchical_s(DGX, size, 256) == pytest.approx(inside + across)
-    assert collectives.hierarchical_s(DGX, size, 8) == collectives.ring_s(DGX, size, 8)
+    assert allreduce_cost.hierarchical_s(DGX, size, 256) == pytest.approx(inside + across)
+    assert allreduce_cost.hierarchical_s(DGX, size, 8) == allreduce_cost.ring_s(DGX, size, 8)
 
 
 def test_fastest_algorithm_per_message_as_nccl_picks():
     # A small bucket at 4096 ranks: the ring's 2(N-1) hops (~40 ms) lose to a log-depth tree.
-    t, name = collectives.allreduce(DGX, 25 * MIB, 4096)
+    t, name = allreduce_cost.allreduce(DGX, 25 * MIB, 4096)
     assert name in ("tree", "hierarchical")
-    assert t < collectives.ring_s(DGX, 25 * MIB, 4096) / 10
-    assert collectives.allreduce(DGX, 25 * MIB, 8)[1] == "ring"  # one node: the ring
-    assert collectives.allreduce(DGX, 25 * MIB, 1) == (0.0, "none")
+    assert t < allreduce_cost.ring_s(DGX, 25 * MIB, 4096) / 10
+    assert allreduce_cost.allreduce(DGX, 25 * MIB, 8)[1] == "ring"  # one node: the ring
+    assert allreduce_cost.allreduce(DGX, 25 * MIB, 1) == (0.0, "none")
 
 
 @given(
@@ -76,9 +78,9 @@ def test_chosen_algorithm_is_never_slower_than_any_other(
     size, n, gpus, alpha_i, alpha_n, bw_i, bw_n
 ):
     top = Topology(Link(alpha_i, bw_i), Link(alpha_n, bw_n), gpus)
-    best, name = collectives.allreduce(top, size, n)
-    times = [algo(top, size, n) for algo in collectives.ALGORITHMS.values()]
-    assert best == min(times) == collectives.ALGORITHMS[name](top, size, n)
+    best, name = allreduce_cost.allreduce(top, size, n)
+    times = [algo(top, size, n) for algo in allreduce_cost.ALGORITHMS.values()]
+    assert best == min(times) == allreduce_cost.ALGORITHMS[name](top, size, n)
     assert best > 0
 
 
@@ -160,7 +162,7 @@ def test_a_big_model_on_a_slow_network_is_communication_bound():
 # ---- fits ---------------------------------------------------------------------------------------
 
 
-def bench_rows(top: Topology, world: int, per_host: int, algorithm=collectives.ring_s):
+def bench_rows(top: Topology, world: int, per_host: int, algorithm=allreduce_cost.ring_s):
     sizes = [2.0**k for k in range(10, 29, 2)]
     return pd.DataFrame(
         {
@@ -181,7 +183,7 @@ def test_intra_link_recovered_from_a_one_node_comm_bench():
 
 
 def test_inter_link_recovered_from_a_two_node_run():
-    two_nodes = bench_rows(DGX, 16, 8, collectives.hierarchical_s)
+    two_nodes = bench_rows(DGX, 16, 8, allreduce_cost.hierarchical_s)
     fit = fit_inter_link(two_nodes, NVLINK)
     assert fit.latency_s == pytest.approx(IB.latency_s, rel=1e-6)
     assert fit.bandwidth_Bps == pytest.approx(IB.bandwidth_Bps, rel=1e-6)

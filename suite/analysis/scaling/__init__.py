@@ -3,7 +3,7 @@
 step(N, b) = compute(b) + the part of the gradient all-reduces the backward pass does not hide.
 
 * ``topology``: GPUs per node, the link inside a node and the network between nodes;
-* ``collectives``: ring, tree and hierarchical all-reduce on that topology, the fastest chosen;
+* ``allreduce_cost``: ring, tree and hierarchical all-reduce on that topology, the fastest chosen;
 * ``compute``: one worker's step, measured (workers=1 runs) or from a profile (peak x MFU);
 * ``overlap``: DDP's bucket schedule, which hides all-reduces behind the backward pass;
 * ``model``: the step time, throughput and efficiency at any worker count;

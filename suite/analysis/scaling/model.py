@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from suite.analysis.scaling import collectives, overlap
+from suite.analysis.scaling import allreduce_cost, overlap
 from suite.analysis.scaling.compute import ComputeModel
 from suite.analysis.scaling.topology import Topology
 
@@ -52,10 +52,10 @@ class ScalingModel:
         buckets = overlap.bucket_sizes(self.grad_bytes, self.bucket_bytes)
         comm, exposed = overlap.exposed_s(
             buckets,
-            lambda size: collectives.allreduce(self.topology, size, n)[0],
+            lambda size: allreduce_cost.allreduce(self.topology, size, n)[0],
             self.compute.backward_s(batch),
         )
-        algorithm = collectives.allreduce(self.topology, max(buckets, default=0.0), n)[1]
+        algorithm = allreduce_cost.allreduce(self.topology, max(buckets, default=0.0), n)[1]
         return Step(self.compute.step_s(batch), comm, exposed, algorithm)
 
     def step_s(self, n: int, batch: int) -> float:
