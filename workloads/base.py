@@ -78,10 +78,15 @@ class Data:
 class Workload(ABC):
     """A model, its data, its loss and metric, built from the workload's config."""
 
-    name: ClassVar[str]
+    name: ClassVar[str]  # its config's `name` (one spelling of it)
     Config: ClassVar[type[WorkloadConfig]]
     classes: ClassVar[int] = 10  # labels are integers in [0, classes)
     tokens_per_sample: ClassVar[int | None] = None  # token workloads: for tokens/s
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "Config" in vars(cls):
+            cls.name = cls.Config.name
 
     def __init__(self, config: WorkloadConfig, cache_dir: str | Path | None = None) -> None:
         config.check()

@@ -11,7 +11,7 @@ import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -187,7 +187,6 @@ class MNIST1DMLPConfig(MNIST1DConfig):
 class MNIST1DMLP(MNIST1DWorkload):
     """The MLP baseline of the MNIST-1D paper: 40-256-256-10."""
 
-    name: ClassVar[str] = "mnist1d_mlp"
     Config = MNIST1DMLPConfig
 
     def build_model(self) -> nn.Module:
@@ -225,7 +224,6 @@ class MNIST1DCNNConfig(MNIST1DConfig):
 class MNIST1DCNN(MNIST1DWorkload):
     """The small 1-D convolutional net of the MNIST-1D paper (three conv layers, one linear)."""
 
-    name: ClassVar[str] = "mnist1d_cnn"
     Config = MNIST1DCNNConfig
 
     def build_model(self) -> nn.Module:

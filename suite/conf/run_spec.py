@@ -10,6 +10,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from suite import sync
 from suite.conf.checks import check_bounds, check_keys
 from suite.conf.schema import RunConfig
 from suite.errors import UserError
@@ -106,6 +107,8 @@ class RunSpec:
             "bucket_cap_mb": c.ddp.bucket_cap_mb,
             "sync": c.sync.name,
             "sync_label": c.sync.label,
+            **lr_rules.traits(c.lr_rule.name),
+            **sync.traits(c.sync.name),
         }
 
     def build_workload(self):  # -> workloads.Workload

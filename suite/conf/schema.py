@@ -127,13 +127,11 @@ class RunConfig:
     """One run of dpsuite: `dpsuite run KEY=VALUE ...`."""
 
     workload: Any = MISSING
-    """The model and data (config group): mnist1d_mlp, mnist1d_cnn, cifar_resnet, tiny_gpt."""
+    """The model and data (config group; `dpsuite run --help` lists the workloads)."""
     lr_rule: Any = MISSING
-    """How the LR scales with the global batch (config group): naive, linear, linear_warmup,
-    sqrt, lars."""
+    """How the LR scales with the global batch (config group; `--help` lists the rules)."""
     sync: Any = MISSING
-    """How the replicas agree (config group): allreduce, param_server, local_sgd, fp16, bf16,
-    powersgd."""
+    """How the replicas agree (config group; `--help` lists the strategies)."""
     workers: int = field(default=1, metadata={"ge": 1})
     """Data-parallel ranks (processes), or virtual workers in simulated mode."""
     mode: str = field(default="ddp", metadata={"choices": MODES})

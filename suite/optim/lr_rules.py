@@ -72,26 +72,38 @@ class PowerRuleConfig(LRRuleConfig):
 
 @dataclass(frozen=True)
 class Rule:
-    """An LR rule: the peak LR grows as base_lr x k ** exponent, k = global batch / base batch."""
+    """An LR rule: the peak LR grows as base_lr x k ** exponent, k = global batch / base batch.
+
+    Its traits travel with it: ``run.json`` records them (``lr_rule_own_recipe``,
+    ``lr_rule_order``) and the reports read them, so no list of rule names is kept elsewhere.
+    """
 
     name: str
     exponent: float | None  # None: the config's `exponent` (the power rule)
     config: LRRuleConfig  # its default config (the `lr_rule=NAME` group option)
     warms_up: bool = False
     optimizer: str = "sgd"  # "lars" swaps in the LARS optimizer
+    own_recipe: bool = False  # brings its own base LR and schedule, not the workload's
+    color: str | None = None  # the reports' colour for it (None: grey)
 
 
+# In the order the reports list them (their `lr_rule_order`).
 RULES: dict[str, Rule] = {
     r.name: r
     for r in (
-        Rule("naive", 0.0, LRRuleConfig("naive")),
-        Rule("linear", 1.0, LRRuleConfig("linear")),
-        Rule("linear_warmup", 1.0, LRRuleConfig("linear_warmup", 1.0), warms_up=True),
-        Rule("sqrt", 0.5, LRRuleConfig("sqrt")),
-        Rule("lars", 0.5, LARSRuleConfig(), warms_up=True, optimizer="lars"),
+        Rule("naive", 0.0, LRRuleConfig("naive"), color="#d62728"),
+        Rule("linear", 1.0, LRRuleConfig("linear"), color="#ff7f0e"),
+        Rule("linear_warmup", 1.0, LRRuleConfig("linear_warmup", 1.0), True, color="#2ca02c"),
+        Rule("sqrt", 0.5, LRRuleConfig("sqrt"), color="#1f77b4"),
+        Rule("lars", 0.5, LARSRuleConfig(), True, "lars", own_recipe=True, color="#9467bd"),
         Rule("power", None, PowerRuleConfig(), warms_up=True),
     )
 }
+
+
+def traits(rule: str) -> dict[str, bool | int]:
+    """The rule's traits as ``run.json`` records them."""
+    return {"lr_rule_own_recipe": RULES[rule].own_recipe, "lr_rule_order": list(RULES).index(rule)}
 
 
 def exponent_of(rule: str, exponent: float | None = None) -> float:

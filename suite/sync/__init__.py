@@ -1,6 +1,7 @@
 """Synchronization strategies: how data-parallel replicas agree (the `sync` config group).
 
-``STRATEGIES`` is the registry (name -> class; each class carries its ``Config``); ``build``
+``STRATEGIES`` is the registry (name -> class; each class carries its ``Config``; the order is
+the reports'); ``build``
 returns the strategy the training loop calls (see `suite.sync.base` for the calls).
 """
 
@@ -21,6 +22,11 @@ STRATEGIES: dict[str, type[SyncStrategy]] = {
 }
 
 
+def traits(name: str) -> dict[str, int]:
+    """The strategy's traits as ``run.json`` records them: its place in the reports."""
+    return {"sync_order": list(STRATEGIES).index(name)}
+
+
 def build(config: SyncConfig, device: torch.device, world_size: int) -> SyncStrategy:
     """The strategy for ``config``; with one process there is nothing to synchronize."""
     if world_size <= 1:
@@ -28,4 +34,4 @@ def build(config: SyncConfig, device: torch.device, world_size: int) -> SyncStra
     return STRATEGIES[config.name](config, device, world_size)
 
 
-__all__ = ["STRATEGIES", "SyncConfig", "SyncStrategy", "build"]
+__all__ = ["STRATEGIES", "SyncConfig", "SyncStrategy", "build", "traits"]

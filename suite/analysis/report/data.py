@@ -20,6 +20,7 @@ import pandas as pd
 from suite import results
 from suite.analysis.report import stats
 from suite.errors import UserError
+from suite.optim.lr_rules import RULES
 
 RUN_COLUMNS = list(results.schema.SUMMARY_COLUMNS)
 TEXT_COLUMNS = {
@@ -28,13 +29,13 @@ TEXT_COLUMNS = {
 NUMERIC_COLUMNS = [
     c for c in RUN_COLUMNS if c not in TEXT_COLUMNS and not c.startswith("hardware.")
 ]
-RULE_ORDER = ("naive", "linear", "linear_warmup", "sqrt", "lars")
+RULE_ORDER = tuple(RULES)  # the registry's order: legends, colours, tables
 EFFICIENCY_THRESHOLD = 0.80  # "scales well": throughput at least 80 % of ideal
 CI_COLUMNS = ["samples_per_s_low", "samples_per_s_high"]
 # Scaling series: runs that differ only in worker count.
 SCALING_KEY = ["machine", "workload", "per_worker_batch", "precision", "device", "sync_label"]
 # Rules that bring their own base LR and schedule (the recipe keys below) to a study.
-OWN_RECIPE_RULES = ("lars",)
+OWN_RECIPE_RULES = tuple(name for name, rule in RULES.items() if rule.own_recipe)
 RECIPE_KEYS = ["base_lr", "schedule"]
 # Columns the convergence analysis reads beyond the summary's (empty in older results).
 STUDY_COLUMNS = ["total_steps", "grad_noise_scale.pooled", "grad_noise_scale.method"]
@@ -344,7 +345,7 @@ def _study_groups(done: pd.DataFrame) -> list[pd.DataFrame]:
 
 
 def rule_order(rules) -> list[str]:
-    """LR rules in the order they are introduced in the docs, unknown ones last."""
+    """LR rules in the registry's order, unknown ones last."""
     known = [r for r in RULE_ORDER if r in set(rules)]
     return known + sorted(set(rules) - set(RULE_ORDER))
 

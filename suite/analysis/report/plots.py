@@ -26,6 +26,7 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from suite.analysis.report import critical_batch as cb  # noqa: E402
 from suite.analysis.report import data  # noqa: E402
+from suite.optim.lr_rules import RULES  # noqa: E402
 
 DPI = 110
 STYLE = {
@@ -41,13 +42,7 @@ STYLE = {
     "lines.linewidth": 1.8,
     "lines.markersize": 6,
 }
-RULE_COLORS = {
-    "naive": "#d62728",
-    "linear": "#ff7f0e",
-    "linear_warmup": "#2ca02c",
-    "sqrt": "#1f77b4",
-    "lars": "#9467bd",
-}
+RULE_COLORS = {name: rule.color for name, rule in RULES.items() if rule.color}
 SERIES_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
 MARKERS = ["o", "s", "^", "D", "v", "P"]
 LINESTYLES = ["-", "--", ":", "-."]
