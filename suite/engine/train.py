@@ -127,6 +127,7 @@ def finish(run: Run, step: int, status: str, error: str | None, no_sync_times: l
     else:  # one process: nothing is communicated
         step_s = metrics["step_time_s"]
         metrics.update(compute_time_s=step_s, comm_time_s=0.0, exposed_comm_s=0.0)
+        metrics.update(rank_compute_time_s=step_s, straggler_wait_s=0.0)
         metrics.update(comm_fraction=0.0 if step_s else None, calibration_steps=0)
         per_step = {s: (0.0, 0.0) for s in run.timer.timer.steps}
     metrics.update(training_metrics(run.log, step, run.spec.target_acc))
@@ -238,6 +239,7 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         writer.update(
             init_digest=digest,
             num_params=parameter_count(model),
+            param_numels=[p.numel() for p in model.parameters() if p.requires_grad],
             steps_per_epoch=spe,
             total_steps=total_steps,
             train_samples=data.num_train,
