@@ -14,7 +14,11 @@ from tests import report_trees as trees
 LINK = Link(20e-6, 1.2e9)  # 20 us per hop, 1.2 GB/s
 PARAMS = 11_000_000  # two 25 MiB buckets of fp32 gradients
 TRUTH = ScalingModel(
-    Topology(LINK), ComputeModel(0.001, 2e-5), grad_bytes=4 * PARAMS, bucket_bytes=25 * MIB
+    Topology(LINK),
+    ComputeModel(0.001, 2e-5),
+    grad_bytes=4 * PARAMS,
+    bucket_bytes=25 * MIB,
+    library=collectives.Library(backend="gloo"),  # the runs' backend: a ring, as PyTorch's
 )
 
 
@@ -125,6 +129,56 @@ def test_planning_from_a_single_gpu_throughput(dpsuite, tmp_path):
     assert 0.7 < pred.loc[128, "efficiency"] < 0.85  # VGG-16 on 25 Gbit/s: network-bound
 
 
+VGG_ON_HOROVOD = (
+    "predict", "--profile", "horovod-pascal-25gbe", "--params", "138.4e6",
+    "--samples-per-s", "154", "--batch", "64", "--bucket-mb", "64",
+)  # fmt: skip
+
+
+def test_any_worker_counts_against_any_baseline(dpsuite, tmp_path):
+    out = tmp_path / "pred"
+    args = ("--workers", "8,16,96", "--baseline-workers", "8", "--out", str(out))
+    assert dpsuite(*VGG_ON_HOROVOD, *args) == 0
+    pred = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert list(pred.index) == [8, 16, 96]  # 96 is not a power of two
+    assert pred.loc[8, "efficiency"] == pytest.approx(1.0)
+    assert (pred["baseline_workers"] == 8).all() and pred.loc[96, "nodes"] == 24
+
+
+def test_library_options_choose_the_algorithms(dpsuite, tmp_path, capsys):
+    out = tmp_path / "pred"
+    workers = ("--workers", "512", "--out", str(out))
+    assert dpsuite(*VGG_ON_HOROVOD, "--library", "horovod", *workers) == 0
+    assert "algorithms ring, tree, hierarchical" in capsys.readouterr().out
+    assert dpsuite(*VGG_ON_HOROVOD, "--nccl-version", "2.3", *workers) == 0
+    assert pd.read_csv(out / "predictions.csv")["algorithm"].tolist() == ["ring"]
+    assert dpsuite(*VGG_ON_HOROVOD, "--algorithms", "ring", *workers) == 0
+    assert pd.read_csv(out / "predictions.csv")["algorithm"].tolist() == ["ring"]
+
+
+def test_gradient_dtype_and_a_measured_node_efficiency(dpsuite, tmp_path, capsys):
+    out = tmp_path / "pred"
+    assert dpsuite(*VGG_ON_HOROVOD, "--workers", "1,128", "--out", str(out)) == 0
+    assert "bound (at most" in capsys.readouterr().out
+    fp32 = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert (
+        dpsuite(*VGG_ON_HOROVOD, "--workers", "1,128", "--grad-dtype", "bf16", "--out", str(out))
+        == 0
+    )
+    bf16 = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert bf16.loc[128, "comm_s"] == pytest.approx(fp32.loc[128, "comm_s"] / 2, rel=0.05)
+    node = ("--measured-node-efficiency", "0.9", "--workers", "1,4,128", "--out", str(out))
+    assert dpsuite(*VGG_ON_HOROVOD, *node) == 0
+    assert (
+        "an efficiency estimate; measured terms: compute, node efficiency"
+        in capsys.readouterr().out
+    )
+    pred = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert pred.loc[4, "efficiency"] == pytest.approx(0.9)  # the profile's 4 GPUs per node
+    assert pred.loc[128, "efficiency"] < fp32.loc[128, "efficiency"]
+    assert (pred["prediction"] == "estimate").all()
+
+
 def test_flops_per_sample_is_never_guessed(dpsuite, tmp_path, capsys):
     root = tmp_path / "res"
     write_runs(root)  # runs without a FLOP count
@@ -140,8 +194,9 @@ def test_flops_per_sample_is_never_guessed(dpsuite, tmp_path, capsys):
 def test_published_table(dpsuite, capsys):
     assert dpsuite("predict", "--published") == 0
     out = capsys.readouterr().out
-    assert out.startswith("| result | hardware | GPUs | published | predicted | points |")
-    assert "| Horovod, VGG-16, 512 GPUs | `horovod-pascal-25gbe` | 512 | 68 % |" in out
+    assert out.startswith("| result | hardware | GPUs | published | predicted | points | terms |")
+    assert "| Horovod, VGG-16, 512 GPUs | `horovod-pascal-25gbe` | 512 | 68.0 % |" in out
+    assert "torch-ddp on nccl 2.8.4: ring; 161 tensors, DDP buckets; bound |" in out
 
 
 @pytest.mark.parametrize(
@@ -187,6 +242,15 @@ def test_published_table(dpsuite, capsys):
             "has no peak for fp8",
         ),  # fmt: skip
         (("predict", "--batch", "0"), "--batch and --max-workers must be >= 1"),
+        ((*VGG_ON_HOROVOD, "--workers", "8,x"), "--workers: comma-separated whole numbers"),
+        ((*VGG_ON_HOROVOD, "--workers", "0,8"), "worker counts must be >= 1"),
+        ((*VGG_ON_HOROVOD, "--baseline-workers", "0"), "--baseline-workers must be >= 1"),
+        ((*VGG_ON_HOROVOD, "--algorithms", "hierarchical"), "hierarchical not available"),
+        ((*VGG_ON_HOROVOD, "--algorithms", "butterfly"), "unknown algorithm butterfly"),
+        ((*VGG_ON_HOROVOD, "--nccl-version", "two"), "not a version"),
+        ((*VGG_ON_HOROVOD, "--grad-dtype", "int8"), "invalid choice: 'int8'"),
+        ((*VGG_ON_HOROVOD, "--measured-node-efficiency", "1.5"), "must be in (0, 1]"),
+        ((*VGG_ON_HOROVOD, "--node-workers", "8"), "goes with --measured-node-efficiency"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(dpsuite, tmp_path, capsys, args, message):

@@ -7,7 +7,11 @@
   hierarchical algorithm spends beyond its intra-node phases, ``2 ceil(log2 m) alpha_n +
   2(m-1)/m * S * beta_n``, fitted the same way;
 * compute: step time of ``workers=1`` runs, linear in the batch;
-* gradient bytes and bucket size: the runs' parameter count, precision and ``bucket_cap_mb``.
+* gradient bytes and buckets: the runs' parameter tensors (``tensors``), precision and
+  ``bucket_cap_mb``, packed as DDP packs them;
+* the library: the runs' backend (gloo: a ring, as PyTorch runs it; nccl: NCCL's tuning model);
+* stragglers: the spread of one worker's measured step times (``steps.csv`` of the workers=1
+  runs), whose expected maximum over N ranks a synchronous step waits for.
 
 A hardware profile supplies what was not measured (GPUs per node, a link).
 """
@@ -20,8 +24,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from suite.analysis.scaling.collectives import Library
 from suite.analysis.scaling.compute import fit_compute_model
-from suite.analysis.scaling.model import BYTES_PER_PARAM, DEFAULT_BUCKET_MB, MIB, ScalingModel
+from suite.analysis.scaling.model import (
+    BYTES_PER_PARAM,
+    DEFAULT_BUCKET_MB,
+    MIB,
+    Overheads,
+    ScalingModel,
+)
+from suite.analysis.scaling.tensors import tensor_numels
 from suite.analysis.scaling.topology import Link, Topology
 
 
@@ -107,15 +119,47 @@ def fit_from_results(
     ddp = _allreduce_runs(runs)
     params = float(ddp["num_params"].dropna().iloc[0])
     precision = str(ddp["precision"].dropna().iloc[0]) if "precision" in ddp else "fp32"
+    per_param = BYTES_PER_PARAM.get(precision, 4)
     bucket_mb = ddp["bucket_cap_mb"].dropna() if "bucket_cap_mb" in ddp else pd.Series(dtype=float)
     timed = ddp[ddp["step_time_s"].notna() & ~_oversubscribed(ddp)]
+    numels = tensor_numels(ddp)
+    samples = step_samples(ddp[(ddp["workers"] == 1) & ~_oversubscribed(ddp)])
+    topology = fit_topology(bench, profile)
+    measured = ["compute", "links"] if topology is not profile else ["compute"]
     return ScalingModel(
-        topology=fit_topology(bench, profile),
+        topology=topology,
         compute=fit_compute_model(ddp[ddp["workers"] == 1]),
-        grad_bytes=params * BYTES_PER_PARAM.get(precision, 4),
+        grad_bytes=params * per_param,
         bucket_bytes=float(bucket_mb.median() if len(bucket_mb) else DEFAULT_BUCKET_MB) * MIB,
         validated_workers=tuple(sorted(int(w) for w in timed["workers"].unique())),
+        library=_library(ddp),
+        tensor_bytes=tuple(float(n * per_param) for n in numels or ()),
+        overheads=Overheads(step_samples=samples),
+        measured=(*measured, *(["straggler jitter"] if samples else [])),
+        grad_element_bytes=per_param,
     )
+
+
+def _library(runs: pd.DataFrame) -> Library:
+    """The runs' backend; NCCL at the version the runs recorded (the model's own if none)."""
+    backend = runs.get("backend", pd.Series(dtype=object)).dropna()
+    if backend.empty or str(backend.iloc[0]) != "nccl":
+        return Library(backend="gloo")
+    version = runs.get("hardware.nccl", pd.Series(dtype=object)).dropna()
+    return Library(backend="nccl", nccl_version=str(version.iloc[0]) if len(version) else "2.8")
+
+
+def step_samples(single: pd.DataFrame) -> tuple[float, ...]:
+    """One worker's measured step times, each run's divided by its own mean (the spread, not
+    the level, is what carries to other batch sizes)."""
+    from suite.results import load_steps
+
+    pooled: list[float] = []
+    for run_dir in single.get("run_dir", pd.Series(dtype=object)).dropna():
+        times = load_steps(run_dir)["step_time_s"].dropna().to_numpy(float)
+        if len(times) >= 2 and times.mean() > 0:
+            pooled.extend((times / times.mean()).tolist())
+    return tuple(pooled)
 
 
 def validate(model: ScalingModel, runs: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,143 @@
+"""`dpsuite predict`'s options about the scaling model: worker counts, the baseline, the
+gradients' dtype, the communication library, and measured overheads; each bad value is one
+UserError."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from suite.analysis.scaling.collectives import (
+    ALGORITHM_NAMES,
+    BACKENDS,
+    LIBRARIES,
+    Library,
+    parse_version,
+)
+from suite.analysis.scaling.fit import Fit
+from suite.analysis.scaling.model import DEFAULT_WORKERS, GRAD_DTYPE_BYTES, Overheads
+from suite.errors import UserError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("the model's terms")
+    group.add_argument(
+        "--workers", help="worker counts to predict at, e.g. 8,16,96 (default: powers of two)"
+    )
+    group.add_argument(
+        "--baseline-workers",
+        type=int,
+        default=1,
+        help="efficiency relative to this many workers (papers often report from one node)",
+    )
+    group.add_argument(
+        "--grad-dtype",
+        choices=sorted(GRAD_DTYPE_BYTES),
+        help="gradient dtype on the wire (default fp32; bf16/fp16 with a compression hook)",
+    )
+    group.add_argument("--backend", choices=BACKENDS, help="nccl (default on a profile) or gloo")
+    group.add_argument("--nccl-version", help="NCCL's version: trees from 2.4 (default 2.8.4)")
+    group.add_argument(
+        "--library",
+        choices=LIBRARIES,
+        help="torch-ddp (default), horovod (adds hierarchical), caffe2 (gloo halving-doubling)",
+    )
+    group.add_argument(
+        "--algorithms",
+        help=f"restrict the all-reduce to these, e.g. ring ({', '.join(ALGORITHM_NAMES)})",
+    )
+    group.add_argument(
+        "--measured-node-efficiency",
+        type=float,
+        help="a measured efficiency of one full node (0-1]: its loss beyond the model's terms is "
+        "carried to larger worker counts as a per-step overhead",
+    )
+    group.add_argument(
+        "--node-workers", type=int, help="workers of that measurement (default: GPUs per node)"
+    )
+
+
+def worker_counts(text: str | None, max_workers: int) -> list[int]:
+    """``--workers 8,16,96``, or the powers of two up to ``max_workers``."""
+    if text is None:
+        return [w for w in DEFAULT_WORKERS if w <= max_workers]
+    try:
+        counts = sorted({int(w) for w in text.split(",") if w.strip()})
+    except ValueError:
+        raise UserError(f"--workers: comma-separated whole numbers, got {text!r}") from None
+    if not counts or counts[0] < 1:
+        raise UserError(f"--workers: worker counts must be >= 1, got {text!r}")
+    return counts
+
+
+def library(a: argparse.Namespace, base: Library) -> Library:
+    """``base`` (the runs' or the profile's) with the options given applied."""
+    changes = {
+        k: v
+        for k, v in (
+            ("backend", a.backend),
+            ("nccl_version", a.nccl_version),
+            ("library", a.library),
+        )
+        if v is not None
+    }
+    if a.algorithms:
+        changes["only"] = tuple(x.strip() for x in a.algorithms.split(",") if x.strip())
+    lib = replace(base, **changes)
+    try:
+        parse_version(lib.nccl_version)
+        unknown = [x for x in lib.only if x not in ALGORITHM_NAMES]
+        if unknown:
+            raise ValueError(
+                f"unknown algorithm {unknown[0]} (known: {', '.join(ALGORITHM_NAMES)})"
+            )
+        lib.algorithms()
+    except ValueError as exc:
+        raise UserError(f"--algorithms/--nccl-version: {exc}") from None
+    return lib
+
+
+def overheads(a: argparse.Namespace, gpus_per_node: int | None) -> Overheads:
+    """The measured node efficiency, if given."""
+    eff = a.measured_node_efficiency
+    if eff is None:
+        if a.node_workers is not None:
+            raise UserError("--node-workers goes with --measured-node-efficiency")
+        return Overheads()
+    if not 0 < eff <= 1:
+        raise UserError(f"--measured-node-efficiency must be in (0, 1], got {eff:g}")
+    workers = a.node_workers or gpus_per_node
+    if workers is None or workers < 2:
+        raise UserError("--measured-node-efficiency: give --node-workers (>= 2)")
+    return Overheads(node_efficiency=eff, node_workers=workers)
+
+
+def check_baseline(a: argparse.Namespace) -> None:
+    if a.baseline_workers < 1:
+        raise UserError(f"--baseline-workers must be >= 1, got {a.baseline_workers}")
+
+
+def apply(fit: Fit, a: argparse.Namespace) -> Fit:
+    """A fitted model with the options applied (its measured terms kept)."""
+    m = fit.model
+    model = replace(m, library=library(a, m.library))
+    if a.grad_dtype is not None:  # the fit's bytes per parameter -> the dtype's
+        scale = GRAD_DTYPE_BYTES[a.grad_dtype] / m.grad_element_bytes
+        model = replace(
+            model,
+            grad_element_bytes=GRAD_DTYPE_BYTES[a.grad_dtype],
+            grad_bytes=m.grad_bytes * scale,
+            tensor_bytes=tuple(b * scale for b in m.tensor_bytes),
+        )
+    extra = overheads(a, m.topology.gpus_per_node)
+    if extra.node_efficiency is not None:
+        model = replace(
+            model,
+            overheads=replace(
+                m.overheads,
+                node_efficiency=extra.node_efficiency,
+                node_workers=extra.node_workers,
+            ),
+            measured=(*m.measured, "node efficiency"),
+        )
+    return replace(fit, model=model)
