@@ -179,6 +179,25 @@ def test_gradient_dtype_and_a_measured_node_efficiency(dpsuite, tmp_path, capsys
     assert (pred["prediction"] == "estimate").all()
 
 
+def test_a_node_efficiency_measured_in_a_results_tree_is_carried_beyond_the_node(dpsuite, tmp_path):
+    root, node, out = tmp_path / "res", tmp_path / "node", tmp_path / "pred"
+    write_runs(root)
+    write_bench(root)
+    one = TRUTH.step_s(1, trees.PER_WORKER)
+    measured = TRUTH.efficiency(2, trees.PER_WORKER) / 2  # half what communication explains
+    for workers, efficiency in ((1, 1.0), (2, measured)):
+        speed = workers * efficiency * trees.PER_WORKER / one
+        trees.write_run(node, workers=workers, samples_per_s=speed)
+    args = ("--node-efficiency-from", str(node), "--workers", "1,2,4", "--out", str(out))
+    assert dpsuite("predict", str(root), *args) == 0
+    pred = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert pred.loc[2, "efficiency"] == pytest.approx(measured, rel=1e-3)
+    assert pred.loc[2, "overhead_s"] > 0
+    assert pred.loc[4, "overhead_s"] == pytest.approx(pred.loc[2, "overhead_s"])
+    assert "node efficiency" in pred.loc[4, "measured_terms"]
+    assert dpsuite("predict", str(root), *args, "--measured-node-efficiency", "0.9") == 2
+
+
 def test_flops_per_sample_is_never_guessed(dpsuite, tmp_path, capsys):
     root = tmp_path / "res"
     write_runs(root)  # runs without a FLOP count
@@ -251,6 +270,8 @@ def test_published_table(dpsuite, capsys):
         ((*VGG_ON_HOROVOD, "--grad-dtype", "int8"), "invalid choice: 'int8'"),
         ((*VGG_ON_HOROVOD, "--measured-node-efficiency", "1.5"), "must be in (0, 1]"),
         ((*VGG_ON_HOROVOD, "--node-workers", "8"), "goes with --measured-node-efficiency"),
+        ((*VGG_ON_HOROVOD, "--node-efficiency-from", "{tmp}"), "give --workload"),
+        ((*VGG_ON_HOROVOD, "--node-efficiency-from", "{tmp}/nope"), "results directory not found"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(dpsuite, tmp_path, capsys, args, message):

@@ -172,6 +172,9 @@ def _predict(args: list[str]) -> int:
         planned = plan.resolve_workload(runs, a.workload, a.params, a.flops_per_sample)
         chosen = {k: getattr(a, k) for k in ("precision", "tflops", "mfu", "bucket_mb")}
         lib = options.library(a, plan.Library(nccl_ll128=profile.nccl_ll128))
+        node = options.node_runs(a)
+        if node is not None:
+            a = options.measured_node(a, node, a.workload)
         extra = options.overheads(a, profile.topology.gpus_per_node)
         fits = [
             plan.plan_fit(
@@ -196,7 +199,8 @@ def _predict(args: list[str]) -> int:
             )
         for reason in skipped:
             print(f"dpsuite: warning: skipped {reason}", file=sys.stderr)
-        fits = [options.apply(one, a) for one in fits]
+        node = options.node_runs(a)
+        fits = [options.apply(one, a, node) for one in fits]
     for one in fits:
         print(output.format_fit(one, a.batch, workers, a.baseline_workers))
     if a.out:

@@ -187,6 +187,32 @@ def validate(model: ScalingModel, runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def node_efficiency(
+    runs: pd.DataFrame, workload: str, batch: int | None = None
+) -> tuple[float, int] | None:
+    """The measured efficiency of the most workers that ran on one host, and that count.
+
+    Throughput per worker at N over that at 1, at the same per-worker batch (``batch`` if it
+    was measured, else the largest that was at both), medians over repeats; oversubscribed runs
+    left out. None when there is no such pair.
+    """
+    ddp = _allreduce_runs(runs)
+    ddp = ddp[(ddp["workload"] == workload) & ddp["samples_per_s"].notna() & ~_oversubscribed(ddp)]
+    per_host = _ranks_per_host(ddp.assign(world_size=ddp["workers"])) if len(ddp) else None
+    one_host = ddp[ddp["workers"] <= per_host] if per_host is not None else ddp
+    single = one_host[one_host["workers"] == 1]
+    multi = one_host[one_host["workers"] > 1]
+    batches = sorted(set(single["per_worker_batch"]) & set(multi["per_worker_batch"]))
+    if not batches:
+        return None
+    b = batch if batch in batches else batches[-1]
+    at_b = multi[multi["per_worker_batch"] == b]
+    n = int(at_b["workers"].max())
+    base = single[single["per_worker_batch"] == b]["samples_per_s"].median()
+    top = at_b[at_b["workers"] == n]["samples_per_s"].median()
+    return float(top / (n * base)), n
+
+
 def hardware_key(frame: pd.DataFrame) -> pd.Series:
     """Group key: a report's machine label, else the user's tag, else the fingerprint."""
     if "machine" in frame:

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from pathlib import Path
 
+import pandas as pd
+
+from suite.analysis.scaling import fit
 from suite.analysis.scaling.collectives import (
     ALGORITHM_NAMES,
     BACKENDS,
@@ -55,6 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--node-workers", type=int, help="workers of that measurement (default: GPUs per node)"
     )
+    group.add_argument(
+        "--node-efficiency-from",
+        metavar="RESULTS_DIR",
+        help="take that efficiency from the runs of one node in a results tree (the most "
+        "workers on one host, same per-worker batch, not oversubscribed)",
+    )
 
 
 def worker_counts(text: str | None, max_workers: int) -> list[int]:
@@ -97,6 +107,36 @@ def library(a: argparse.Namespace, base: Library) -> Library:
     return lib
 
 
+def node_runs(a: argparse.Namespace) -> pd.DataFrame | None:
+    """The results tree of ``--node-efficiency-from``, read once (None if not given)."""
+    if a.node_efficiency_from is None:
+        return None
+    if a.measured_node_efficiency is not None:
+        raise UserError("give --measured-node-efficiency or --node-efficiency-from, not both")
+    if not Path(a.node_efficiency_from).is_dir():
+        raise UserError(f"results directory not found: {a.node_efficiency_from}")
+    from suite import results
+
+    return results.load(a.node_efficiency_from)
+
+
+def measured_node(
+    a: argparse.Namespace, runs: pd.DataFrame, workload: str | None
+) -> argparse.Namespace:
+    """``a`` with the node efficiency measured by ``workload``'s runs in ``runs``."""
+    if workload is None:
+        raise UserError("--node-efficiency-from reads the runs of a workload: give --workload")
+    found = fit.node_efficiency(runs, workload, a.batch) if not runs.empty else None
+    if found is None:
+        raise UserError(
+            f"--node-efficiency-from {a.node_efficiency_from}: no runs of {workload} at 1 and "
+            "at more workers on one host with the same per-worker batch"
+        )
+    return argparse.Namespace(
+        **{**vars(a), "measured_node_efficiency": found[0], "node_workers": found[1]}
+    )
+
+
 def overheads(a: argparse.Namespace, gpus_per_node: int | None) -> Overheads:
     """The measured node efficiency, if given."""
     eff = a.measured_node_efficiency
@@ -117,9 +157,12 @@ def check_baseline(a: argparse.Namespace) -> None:
         raise UserError(f"--baseline-workers must be >= 1, got {a.baseline_workers}")
 
 
-def apply(fit: Fit, a: argparse.Namespace) -> Fit:
-    """A fitted model with the options applied (its measured terms kept)."""
-    m = fit.model
+def apply(one: Fit, a: argparse.Namespace, runs: pd.DataFrame | None = None) -> Fit:
+    """A fitted model with the options applied (its measured terms kept); ``runs``: those of
+    ``--node-efficiency-from``."""
+    if runs is not None:
+        a = measured_node(a, runs, one.workload)
+    m = one.model
     model = replace(m, library=library(a, m.library))
     if a.grad_dtype is not None:  # the fit's bytes per parameter -> the dtype's
         scale = GRAD_DTYPE_BYTES[a.grad_dtype] / m.grad_element_bytes
@@ -140,4 +183,4 @@ def apply(fit: Fit, a: argparse.Namespace) -> Fit:
             ),
             measured=(*m.measured, "node efficiency"),
         )
-    return replace(fit, model=model)
+    return replace(one, model=model)
