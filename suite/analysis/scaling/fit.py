@@ -95,7 +95,8 @@ def fit_topology(bench: pd.DataFrame, profile: Topology | None = None) -> Topolo
         gpus = int(_ranks_per_host(multi).max())
         return Topology(intra, fit_inter_link(multi, intra), gpus)
     if profile is not None:
-        return replace(profile, intra=intra)
+        # measured latency and bandwidth; the kind of link (NCCL's latencies) the profile's
+        return replace(profile, intra=replace(intra, kind=profile.intra.kind))
     return Topology(intra)
 
 
