@@ -408,3 +408,19 @@ def test_profile_links_are_in_bytes_per_second():
     v100 = load_profile("dgx1-v100").topology
     assert v100.intra.bandwidth_Bps == 150e9 and v100.inter.bandwidth_Bps == 50e9
     assert math.isclose(v100.inter.latency_s, 9.6e-6)
+
+
+def test_the_fitted_library_is_the_runs_backend_at_their_nccl_version():
+    from suite.analysis.scaling.fit import _library
+
+    def runs(**cols):
+        return pd.DataFrame({k: [v] for k, v in cols.items()})
+
+    assert _library(runs(backend="gloo")).algorithms() == ("ring",)
+    assert _library(runs(backend="nccl", **{"hardware.nccl": "2.21.5"})).algorithms() == (
+        "ring",
+        "tree",
+    )
+    assert _library(runs(backend="nccl", **{"hardware.nccl": "2.3.7"})).algorithms() == ("ring",)
+    old_torch = _library(runs(backend="nccl", **{"hardware.nccl": "2708"}))
+    assert old_torch.nccl_version == collectives.NCCL_MODEL_VERSION

@@ -155,7 +155,7 @@ def _predict(args: list[str]) -> int:
     a = parser.parse_args(args)
     if a.batch < 1 or a.max_workers < 1:
         raise UserError("--batch and --max-workers must be >= 1")
-    options.check_baseline(a)
+    options.check(a)
     if a.published:
         print(output.format_published(published.published_table()))
         return 0
@@ -171,7 +171,7 @@ def _predict(args: list[str]) -> int:
         runs = results.load(a.results_dir) if a.workload else None
         planned = plan.resolve_workload(runs, a.workload, a.params, a.flops_per_sample)
         chosen = {k: getattr(a, k) for k in ("precision", "tflops", "mfu", "bucket_mb")}
-        lib = options.library(a, plan.Library(nccl_ll128=profile.nccl_ll128))
+        lib = options.profile_library(a, profile.nccl_ll128)
         node = options.node_runs(a)
         if node is not None:
             a = options.measured_node(a, node, a.workload)

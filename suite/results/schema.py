@@ -97,7 +97,7 @@ METRICS = _fields(
         "rank_compute_time_s",
         "s",
         "float",
-        "median step time without sync of the typical rank (median over ranks and steps)",
+        "step time without sync of the typical rank (each rank's median, averaged over ranks)",
     ),
     (
         "straggler_wait_s",

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from suite.analysis.scaling.collectives import Library
+from suite.analysis.scaling.collectives import NCCL_MODEL_VERSION, Library, parse_version
 from suite.analysis.scaling.compute import fit_compute_model
 from suite.analysis.scaling.model import (
     BYTES_PER_PARAM,
@@ -146,8 +146,13 @@ def _library(runs: pd.DataFrame) -> Library:
     backend = runs.get("backend", pd.Series(dtype=object)).dropna()
     if backend.empty or str(backend.iloc[0]) != "nccl":
         return Library(backend="gloo")
-    version = runs.get("hardware.nccl", pd.Series(dtype=object)).dropna()
-    return Library(backend="nccl", nccl_version=str(version.iloc[0]) if len(version) else "2.8")
+    recorded = runs.get("hardware.nccl", pd.Series(dtype=object)).dropna().astype(str)
+    version = recorded.iloc[0] if len(recorded) else NCCL_MODEL_VERSION
+    try:
+        parse_version(version)
+    except ValueError:  # an old torch's integer form (2708): the model's own
+        version = NCCL_MODEL_VERSION
+    return Library(backend="nccl", nccl_version=version)
 
 
 def step_samples(single: pd.DataFrame) -> tuple[float, ...]:

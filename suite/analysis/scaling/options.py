@@ -92,18 +92,13 @@ def library(a: argparse.Namespace, base: Library) -> Library:
         if v is not None
     }
     if a.algorithms:
-        changes["only"] = tuple(x.strip() for x in a.algorithms.split(",") if x.strip())
+        changes["only"] = _names(a)
     lib = replace(base, **changes)
+    _version(lib.nccl_version)
     try:
-        parse_version(lib.nccl_version)
-        unknown = [x for x in lib.only if x not in ALGORITHM_NAMES]
-        if unknown:
-            raise ValueError(
-                f"unknown algorithm {unknown[0]} (known: {', '.join(ALGORITHM_NAMES)})"
-            )
         lib.algorithms()
     except ValueError as exc:
-        raise UserError(f"--algorithms/--nccl-version: {exc}") from None
+        raise UserError(f"--algorithms: {exc}") from None
     return lib
 
 
@@ -111,8 +106,6 @@ def node_runs(a: argparse.Namespace) -> pd.DataFrame | None:
     """The results tree of ``--node-efficiency-from``, read once (None if not given)."""
     if a.node_efficiency_from is None:
         return None
-    if a.measured_node_efficiency is not None:
-        raise UserError("give --measured-node-efficiency or --node-efficiency-from, not both")
     if not Path(a.node_efficiency_from).is_dir():
         raise UserError(f"results directory not found: {a.node_efficiency_from}")
     from suite import results
@@ -152,9 +145,40 @@ def overheads(a: argparse.Namespace, gpus_per_node: int | None) -> Overheads:
     return Overheads(node_efficiency=eff, node_workers=workers)
 
 
-def check_baseline(a: argparse.Namespace) -> None:
+def check(a: argparse.Namespace) -> None:
+    """What can be checked before anything is read: each option on its own."""
     if a.baseline_workers < 1:
         raise UserError(f"--baseline-workers must be >= 1, got {a.baseline_workers}")
+    if a.nccl_version is not None:
+        _version(a.nccl_version)
+    _names(a)
+    if a.measured_node_efficiency is not None and a.node_efficiency_from is not None:
+        raise UserError("give --measured-node-efficiency or --node-efficiency-from, not both")
+    if a.node_efficiency_from is None:
+        overheads(a, gpus_per_node=2)  # the value's range; its node is known later
+
+
+def profile_library(a: argparse.Namespace, nccl_ll128: bool) -> Library:
+    """The library for planning on a profile: NCCL unless told otherwise."""
+    return library(a, Library(nccl_ll128=nccl_ll128))
+
+
+def _version(text: str) -> None:
+    try:
+        parse_version(text)
+    except ValueError as exc:
+        raise UserError(f"--nccl-version: {exc}") from None
+
+
+def _names(a: argparse.Namespace) -> tuple[str, ...]:
+    """The algorithms of ``--algorithms``, each a known one."""
+    names = tuple(x.strip() for x in (a.algorithms or "").split(",") if x.strip())
+    unknown = [x for x in names if x not in ALGORITHM_NAMES]
+    if unknown:
+        raise UserError(
+            f"--algorithms: unknown algorithm {unknown[0]} (known: {', '.join(ALGORITHM_NAMES)})"
+        )
+    return names
 
 
 def apply(one: Fit, a: argparse.Namespace, runs: pd.DataFrame | None = None) -> Fit:
