@@ -1,5 +1,7 @@
 """`dpsuite predict`: fitted to a results tree and validated, planned on a profile, bad input."""
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 
@@ -22,11 +24,11 @@ TRUTH = ScalingModel(
 )
 
 
-def write_bench(root, world: int = 2) -> None:
+def write_bench(root, world: int = 2, truth: ScalingModel = TRUTH, per_host: int | None = None):
     sizes = [2**k for k in range(10, 29, 2)]
     rows = []
     for size in sizes:
-        t = collectives.ring_s(TRUTH.topology, size, world)
+        t = collectives.ring_s(truth.topology, size, world)
         rows.append(
             {
                 "size_bytes": size,
@@ -42,7 +44,7 @@ def write_bench(root, world: int = 2) -> None:
         "bench_id": f"bench-w{world}",
         "world_size": world,
         "backend": "gloo",
-        "hardware": {**trees.hardware("box-a", "box-a"), "workers_per_host": world},
+        "hardware": {**trees.hardware("box-a", "box-a"), "workers_per_host": per_host or world},
     }
     results.write_comm_bench(root / "comm_bench" / f"bench-w{world}", meta, rows)
 
@@ -77,6 +79,30 @@ def test_fitted_to_runs_the_model_predicts_what_it_was_fitted_on(dpsuite, tmp_pa
     model = pd.read_csv(out / "models.csv").iloc[0]
     assert model["intra_latency_us"] == pytest.approx(20, rel=1e-6)
     assert model["bucket_bytes"] == 25 * MIB and model["grad_bytes"] == 4 * PARAMS
+
+
+def test_the_inter_node_part_is_validated_against_runs_across_nodes(dpsuite, tmp_path):
+    # Two hosts of 2 ranks: the network 10x slower than the link inside a host.
+    truth = replace(TRUTH, topology=Topology(LINK, Link(50e-6, 0.12e9), gpus_per_node=2))
+    root, out = tmp_path / "res", tmp_path / "pred"
+    write_bench(root, 2, truth)
+    write_bench(root, 4, truth, per_host=2)
+    for workers in (1, 2, 4):
+        step = truth.step_s(workers, trees.PER_WORKER)
+        run = trees.write_run(
+            root, workers=workers, samples_per_s=workers * trees.PER_WORKER / step
+        )
+        rec = results.read_json(run / "run.json")
+        rec.update(num_params=PARAMS, bucket_cap_mb=25.0)
+        results.write_json_atomic(run / "run.json", rec)
+    assert dpsuite("predict", str(root), "--workers", "1,2,4,8", "--out", str(out)) == 0
+    validation = pd.read_csv(out / "validation.csv").set_index("workers")
+    assert validation["error_pct"].abs().max() < 1e-3  # at 4 workers: across the network
+    model = pd.read_csv(out / "models.csv").iloc[0]
+    assert model["inter_latency_us"] == pytest.approx(50, rel=1e-3)
+    assert model["inter_bandwidth_GBps"] == pytest.approx(0.12, rel=1e-3)
+    pred = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert list(pred["nodes"]) == [1, 1, 2, 4]
 
 
 def test_only_all_reduce_benchmarks_fit_the_links(tmp_path):

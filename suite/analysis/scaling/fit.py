@@ -3,9 +3,10 @@
 * intra-node link: comm-bench on one node (``world_size <= workers_per_host``), the ring formula
   ``t = 2(n-1) alpha + 2(n-1)/n * S * beta`` by relative least squares over message sizes (small
   messages, latency-bound, and large ones, bandwidth-bound, count alike);
-* inter-node link: comm-bench over several nodes (e.g. 2 nodes under torchrun): what the
-  hierarchical algorithm spends beyond its intra-node phases, ``2 ceil(log2 m) alpha_n +
-  2(m-1)/m * S * beta_n``, fitted the same way;
+* inter-node link: comm-bench over several nodes (e.g. 2 nodes under torchrun): what the ring
+  (the all-reduce PyTorch's gloo runs, and NCCL's for large messages) spends beyond its
+  intra-node hops, ``2(m-1) alpha_n + 2(N-1)/N * S * beta_n`` (a ring across nodes runs at its
+  slowest link, the network's), fitted the same way;
 * compute: step time of ``workers=1`` runs, linear in the batch;
 * gradient bytes and buckets: the runs' parameter tensors (``tensors``), precision and
   ``bucket_cap_mb``, packed as DDP packs them;
@@ -71,11 +72,12 @@ def fit_intra_link(rows: pd.DataFrame) -> Link:
 def fit_inter_link(rows: pd.DataFrame, intra: Link) -> Link:
     """alpha and beta of the network from multi-node rows, given the intra-node link."""
     g = _ranks_per_host(rows).to_numpy(float)
-    m = np.ceil(rows["world_size"].to_numpy(float) / g)
+    n = rows["world_size"].to_numpy(float)
+    m = np.ceil(n / g)
     size = rows["size_bytes"].to_numpy(float)
     t = rows["time_us"].to_numpy(float) * 1e-6
-    inside = 2 * (g - 1) * intra.latency_s + 2 * (g - 1) / g * size * intra.s_per_byte
-    design = np.column_stack([2 * np.ceil(np.log2(m)), 2 * (m - 1) / m * size])
+    inside = 2 * (n - m) * intra.latency_s
+    design = np.column_stack([2 * (m - 1), 2 * (n - 1) / n * size])
     return _relative_lstsq(design, t - inside, t)
 
 
