@@ -169,6 +169,8 @@ def test_any_worker_counts_against_any_baseline(dpsuite, tmp_path):
     assert list(pred.index) == [8, 16, 96]  # 96 is not a power of two
     assert pred.loc[8, "efficiency"] == pytest.approx(1.0)
     assert (pred["baseline_workers"] == 8).all() and pred.loc[96, "nodes"] == 24
+    assert dpsuite(*VGG_ON_HOROVOD, "--max-workers", "96", "--out", str(out)) == 0
+    assert pd.read_csv(out / "predictions.csv")["workers"].tolist()[-2:] == [64, 96]
 
 
 def test_library_options_choose_the_algorithms(dpsuite, tmp_path, capsys):

@@ -68,9 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def worker_counts(text: str | None, max_workers: int) -> list[int]:
-    """``--workers 8,16,96``, or the powers of two up to ``max_workers``."""
+    """``--workers 8,16,96``, or the powers of two up to ``max_workers`` and it."""
     if text is None:
-        return [w for w in DEFAULT_WORKERS if w <= max_workers]
+        return sorted({w for w in DEFAULT_WORKERS if w <= max_workers} | {max_workers})
     try:
         counts = sorted({int(w) for w in text.split(",") if w.strip()})
     except ValueError:
