@@ -1043,3 +1043,20 @@ def test_the_same_results_give_the_same_report_byte_for_byte(tmp_path):
     assert names == sorted(p.name for p in second.iterdir())
     for name in names:
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+def test_the_wait_for_the_slowest_rank_is_drawn_and_said_apart_from_communication(crowded_tree):
+    scaling = data.scaling_table(data.load_tree(crowded_tree).runs)
+    row = scaling.iloc[1]
+    # A step whose exposed time is more than its whole all-reduce, with a measured wait.
+    scaling.loc[scaling.index[1], ["comm_time_s", "exposed_comm_s"]] = [0.001, 0.002]
+    scaling["straggler_wait_s"] = 0.0005
+    labels = [bar.get_label() for bar in plots.step_time_breakdown(scaling).axes[0].containers]
+    assert "waiting for slowest rank" in labels and "compute (typical rank)" in labels
+    sentence = findings.communication_findings("w", scaling.iloc[:2])[0]
+    assert f"at {int(row['workers'])} workers" in sentence
+    assert "waiting for the slowest rank adds 0.50 ms more" in sentence
+    assert (
+        "more than the whole 1.00 ms all-reduce, so 1.00 ms of it is not the all-reduce" in sentence
+    )
+    assert "hidden" not in sentence

@@ -120,7 +120,7 @@ def _predict(args: list[str]) -> int:
     from pathlib import Path
 
     from suite import results
-    from suite.analysis.scaling import fit, model, output, plan, profiles, published
+    from suite.analysis.scaling import fit, model, options, output, plan, profiles, published
 
     parser = ArgParser(
         prog="dpsuite predict",
@@ -140,7 +140,8 @@ def _predict(args: list[str]) -> int:
     parser.add_argument(
         "--published",
         action="store_true",
-        help="the model against published multi-GPU scaling (Horovod, Goyal et al.)",
+        help="the model against published multi-GPU scaling (Horovod, Goyal et al., NVIDIA "
+        "DeepLearningExamples)",
     )
     hand = parser.add_argument_group("planning a workload on --profile's hardware")
     hand.add_argument("--workload", help="its parameter and FLOP counts from RESULTS_DIR's runs")
@@ -151,13 +152,15 @@ def _predict(args: list[str]) -> int:
     hand.add_argument("--tflops", type=finite, help="peak TFLOP/s per GPU (overrides the profile)")
     hand.add_argument("--mfu", type=finite, default=0.4, help="fraction of peak achieved (0.4)")
     hand.add_argument("--bucket-mb", type=finite, default=model.DEFAULT_BUCKET_MB)
+    options.add_arguments(parser)
     a = parser.parse_args(args)
     if a.batch < 1 or a.max_workers < 1:
         raise UserError("--batch and --max-workers must be >= 1")
+    options.check(a)
     if a.published:
         print(output.format_published(published.published_table()))
         return 0
-    workers = [w for w in model.DEFAULT_WORKERS if w <= a.max_workers]
+    workers = options.worker_counts(a.workers, a.max_workers)
     if a.results_dir is not None and not Path(a.results_dir).is_dir():
         raise UserError(f"results directory not found: {a.results_dir}")
     profile = profiles.load_profile(a.profile) if a.profile else None
@@ -168,8 +171,23 @@ def _predict(args: list[str]) -> int:
             raise UserError(f"--workload {a.workload}: give the RESULTS_DIR whose runs counted it")
         runs = results.load(a.results_dir) if a.workload else None
         planned = plan.resolve_workload(runs, a.workload, a.params, a.flops_per_sample)
-        options = {k: getattr(a, k) for k in ("precision", "tflops", "mfu", "bucket_mb")}
-        fits = [plan.plan_fit(profile, planned, samples_per_s=a.samples_per_s, **options)]
+        chosen = {k: getattr(a, k) for k in ("precision", "tflops", "mfu", "bucket_mb")}
+        lib = options.profile_library(a, profile.nccl_ll128)
+        node = options.node_runs(a)
+        if node is not None:
+            a = options.measured_node(a, node, a.workload)
+        extra = options.overheads(a, profile.topology.gpus_per_node)
+        fits = [
+            plan.plan_fit(
+                profile,
+                planned,
+                samples_per_s=a.samples_per_s,
+                grad_dtype=a.grad_dtype,
+                library=lib,
+                overheads=extra,
+                **chosen,
+            )
+        ]
     elif a.results_dir is None:
         raise UserError("give a results directory, or --profile with --workload or --params")
     else:
@@ -182,10 +200,12 @@ def _predict(args: list[str]) -> int:
             )
         for reason in skipped:
             print(f"dpsuite: warning: skipped {reason}", file=sys.stderr)
+        node = options.node_runs(a)
+        fits = [options.apply(one, a, node) for one in fits]
     for one in fits:
-        print(output.format_fit(one, a.batch, workers))
+        print(output.format_fit(one, a.batch, workers, a.baseline_workers))
     if a.out:
-        output.write_fits(fits, a.out, a.batch, workers)
+        output.write_fits(fits, a.out, a.batch, workers, a.baseline_workers)
         print(f"wrote {a.out}/predictions.csv, validation.csv, models.csv")
     return 0
 

@@ -222,6 +222,7 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         writer.update(
             init_digest=digest,
             num_params=parameter_count(model),
+            param_numels=[p.numel() for p in model.parameters() if p.requires_grad],
             steps_per_epoch=spe,
             total_steps=total_steps,
             train_samples=data.num_train,

@@ -256,6 +256,7 @@ EXTRA_SCALING_COLUMNS = (
     "mfu",
     "peak_rss_mib",
     "peak_cuda_allocated_mib",
+    "straggler_wait_s",
 )
 
 COLUMN_NAMES = {

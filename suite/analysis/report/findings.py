@@ -94,8 +94,18 @@ def communication_findings(label: str, grp: pd.DataFrame) -> list[str]:
         f"{label}: exposed communication is {pct(exposed / step)} of step time at {n} workers "
         f"({1e3 * exposed:.2f} of {1e3 * step:.2f} ms)"
     )
+    wait = row.get("straggler_wait_s")
+    if pd.notna(wait) and wait > 0:
+        sentence += f"; waiting for the slowest rank adds {1e3 * wait:.2f} ms more"
     comm = row.get("comm_time_s")
-    if pd.notna(comm) and comm > 0:
+    if pd.notna(comm) and comm > 0 and exposed > comm:
+        # More exposed than the whole all-reduce: the difference is no communication.
+        sentence += (
+            f"; that is more than the whole {1e3 * comm:.2f} ms all-reduce, so "
+            f"{1e3 * (exposed - comm):.2f} ms of it is not the all-reduce (compute slowed while "
+            "it runs, or ranks out of step)"
+        )
+    elif pd.notna(comm) and comm > 0:
         hidden = min(max(1 - exposed / comm, 0.0), 1.0)
         sentence += (
             f"; {pct(hidden, 0)} of the {1e3 * comm:.2f} ms all-reduce is hidden behind compute"

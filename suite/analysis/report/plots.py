@@ -333,7 +333,16 @@ def step_time_breakdown(scaling: pd.DataFrame) -> Figure | None:
         hatch = ["//" if o else "" for o in grp["oversubscribed"]]
         any_over |= bool(grp["oversubscribed"].any())
         bars = {"edgecolor": "white", "lw": 0, "hatch": hatch}
-        ax.bar(x, compute, color="#1f77b4", label="compute (no gradient sync)", **bars)
+        wait = 1e3 * grp.get("straggler_wait_s", pd.Series(np.nan, grp.index)).to_numpy(float)
+        if np.isfinite(wait).any():  # the slowest rank's wait, measured apart from compute
+            wait = np.nan_to_num(wait)
+            ax.bar(x, compute - wait, color="#1f77b4", label="compute (typical rank)", **bars)
+            ax.bar(
+                x, wait, bottom=compute - wait, color="#ff7f0e", label="waiting for slowest rank",
+                **bars,
+            )  # fmt: skip
+        else:
+            ax.bar(x, compute, color="#1f77b4", label="compute (no gradient sync)", **bars)
         ax.bar(x, exposed, bottom=compute, color="#d62728", label="exposed communication", **bars)
         ax.bar(x, rest, bottom=compute + exposed, color="#bbbbbb", label="rest of step", **bars)
         comm_ms = 1e3 * grp["comm_time_s"].fillna(0).to_numpy()
