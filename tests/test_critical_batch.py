@@ -143,7 +143,8 @@ def test_knee_sentences():
         "steps, so no batch could leave 2×: this budget cannot measure the knee"
     )
     assert knee_text(cb.Knee(32, 400.0, within=2048)) == (
-        HEAD + "the largest batch measured (2048), with room in the budget to leave it: the "
+        HEAD.removesuffix("batch ") + "the largest batch measured (2048), with room in the "
+        "budget to leave it: the "
         "knee lies above 2048"
     )
 

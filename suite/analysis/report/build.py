@@ -567,9 +567,10 @@ def time_section(
         f"Time to {target} {study.split} accuracy vs workers{about}",
         f"Steps to {target} at global batch N·b (seed median) × the step time of N workers "
         "of per-worker batch b: training steps only. Filled circles: the step time measured "
-        "by this machine's scaling runs (median) with no more worker threads than cores; "
-        "hollow squares: measured, but oversubscribed (contention, not scaling: never counted "
-        "as measured); hollow circles: predicted by the scaling model fitted to "
+        "by this machine's scaling runs (median) with no more worker threads than cores, "
+        "joined by solid lines; hollow squares: measured, but oversubscribed (contention, not "
+        "scaling: never counted as measured); hollow circles: predicted by the scaling model "
+        "fitted to "
         f"them{validated}. At each worker count the per-worker batch (of those the scaling "
         "runs measured) that reaches the target soonest; black: at the LR oracle's best LR "
         "per batch, colours: each rule.",

@@ -304,10 +304,11 @@ def untuned_findings(study: studies.TargetStudy) -> list[str]:
             )
             continue
         side = "largest" if row["peak_lr"] >= tried[-1] else "smallest"
+        named = "" if row["setting"].startswith("LR ") else f", `{row['setting']}`"
         out.append(
             f"At global batch {batch} the fewest steps come from the {side} LR tried (peak LR "
-            f"{row['peak_lr']:.3g}, `{row['setting']}`, of {listed}): the best-tuned steps "
-            "there may be fewer still."
+            f"{row['peak_lr']:.3g}{named}, of {listed}): the best-tuned steps there may be "
+            "fewer still."
         )
     return out
 
@@ -399,7 +400,8 @@ def knee_text(knee: cb.Knee) -> str:
             "budget cannot measure the knee"
         )
     return (
-        f"{head}the largest batch measured ({knee.within}), with room in the budget to leave it: "
+        f"{head.removesuffix('batch ')}the largest batch measured ({knee.within}), with room in "
+        "the budget to leave it: "
         f"the knee lies above {knee.within}"
     )
 
@@ -531,12 +533,16 @@ def knee_prediction_text(study: studies.TargetStudy) -> str:
         return ""
     low, high = ratio
     found = (
-        f"{low:.2g}" if low == high else f"< {high:.2g}" if low == 0 else f"{low:.2g}–{high:.2g}"
+        f"= {low:.2g}"
+        if low == high
+        else f"< {high:.2g}"
+        if low == 0
+        else f"between {low:.2g} and {high:.2g}"
     )
     return (
         f"; for that definition the noise scale near the target predicts B_noise + "
         f"{cb.KNEE_FACTOR:g}·B0 = {approx(expected)} (B0 = {knee.base_batch}): predicted / "
-        f"found = {found}"
+        f"found {found}"
         + (
             f" (B0 = {knee.base_batch} is not tuned: the knee is unreliable)"
             if knee.base_batch in set(study.faster["global_batch"])

@@ -964,7 +964,10 @@ def time_to_target(
         color = ORACLE_COLOR if oracle else rule_color(curve)
         line = ORACLE_LINE if oracle else {"lw": 1.4}
         label = "LR oracle (best LR per batch)" if oracle else curve
-        ax.plot(rows["workers"], rows["time_s"], color=color, label=label, **line)
+        # solid only through step times measured without contention; dashed through the rest
+        ax.plot(rows["workers"], rows["time_s"], color=color, lw=1, ls="--", alpha=0.6)
+        fair = rows[rows["source"] == "measured"]
+        ax.plot(fair["workers"], fair["time_s"], color=color, label=label, **line)
         source = rows["source"]
         for kind, marker, style in TIME_SOURCES:
             at = (source == kind).to_numpy(bool)
