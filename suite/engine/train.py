@@ -472,14 +472,12 @@ def target_hit(log: list[dict[str, Any]], target: float, evals: int) -> dict[str
 def test_metrics(run: Run, model: nn.Module, metrics: dict[str, Any]) -> dict[str, Any]:
     """Which split the evaluations used, and the final model's loss and accuracy on the test
     split: evaluated once here when the evaluations were on a validation split."""
+    split = run.data.eval_split
     if run.data.test_x is None or run.data.test_y is None:
-        return {
-            "eval_split": "test",
-            "final_test_loss": metrics["final_eval_loss"],
-            "final_test_acc": metrics["final_eval_acc"],
-        }
-    loss, acc = evaluate(run, model, run.data.test_x, run.data.test_y)
-    return {"eval_split": "validation", "final_test_loss": loss, "final_test_acc": acc}
+        loss, acc = metrics["final_eval_loss"], metrics["final_eval_acc"]
+    else:
+        loss, acc = evaluate(run, model, run.data.test_x, run.data.test_y)
+    return {"eval_split": split, "final_test_loss": loss, "final_test_acc": acc}
 
 
 def training_metrics(
