@@ -514,7 +514,8 @@ def critical_batch_section(
                 if left_out
                 else ""
             )
-            + ". Dotted: the predicted critical batch.",
+            + ". Dotted: the median of the runs' B_simple pooled from step 0 (secondary: the "
+            "value near the target is in the critical-batch plot).",
         )
     fit, near = study.fit, study.near
     if study.knee is not None and (fit is not None or near is not None):
