@@ -125,3 +125,20 @@ def test_lars_rule_warms_up_then_decays_polynomially():
     assert p.lr_at(100) == pytest.approx(0.4)
     assert p.lr_at(550) == pytest.approx(0.4 * 0.25)  # (1 - 0.5) ** 2
     assert p.lr_at(1000) == pytest.approx(0.0)
+
+
+def test_an_absolute_peak_lr_is_the_same_at_every_batch_and_warms_up_from_the_base_lr_only():
+    assert peak_lr("power", 0.1, 32, 512, 0.5, absolute=0.4) == 0.4
+    assert peak_lr("power", 0.1, 32, 32, 0.5, absolute=0.05) == 0.05
+
+    def plan(peak: float) -> LRPlan:
+        return LRPlan(
+            "power", 0.1, 32, 64, steps_per_epoch=10, total_steps=100, warmup_epochs=1.0,
+            schedule="constant", exponent=0.5, absolute_peak=peak,
+        )  # fmt: skip
+
+    up = plan(0.4)  # above the base LR: 10 steps from 0.1 to 0.4, 0.03 a step
+    assert up.warmup_steps == 10 and up.lr_at(0) == 0.1 and up.lr_at(5) == pytest.approx(0.25)
+    assert up.lr_at(10) == 0.4
+    below = plan(0.05)  # below it: no warmup, the peak from the first step
+    assert below.warmup_steps == 0 and below.lr_at(0) == 0.05

@@ -70,19 +70,31 @@ def test_the_convergence_preset_runs_a_fixed_budget_and_a_steps_to_target_study(
     parts = {s.label: s for s in planned("convergence", [], writing=False)}
     assert {k: len(s.specs) for k, s in parts.items()} == {
         "convergence_budget": 7 * 4 * 3,
-        "convergence_target_baseline": 3,  # batch 32: every rule is the recipe, one stands for all
+        "convergence_target_baseline": 5,  # batch 32: every rule is the recipe, one stands for all
         "convergence_target": 6 * 4 * 3,
-        "convergence_oracle": 6 * 5 * 3,
+        "convergence_oracle_base": 4 * 5,  # the base LR 0.1 is the baseline's runs
+        "convergence_oracle_small": 3 * 5 * 3,
+        "convergence_oracle_large": 3 * 5 * 5,  # around the critical batch: 5 seeds
     }
     target = [
-        *parts["convergence_target"].specs.values(),
-        *parts["convergence_oracle"].specs.values(),
+        s for k, part in parts.items() if k != "convergence_budget" for s in part.specs.values()
     ]
-    assert {(s.cfg.train.stop_at_target, s.target_acc, s.cfg.train.epochs) for s in target} == {
-        (True, 0.75, 16)
+    assert {
+        (s.cfg.train.stop_at_target, s.target_acc, s.cfg.train.epochs, s.cfg.train.target_evals)
+        for s in target
+    } == {(True, 0.75, 16, 3)}
+    assert {s.cfg.workload.validation_samples for s in target} == {5000}
+    assert {s.cfg.optimizer.momentum for s in target} == {0.9}  # only the LR is tuned
+    grid = {
+        (s.global_batch, s.peak_lr)
+        for k in ("convergence_oracle_base", "convergence_oracle_small", "convergence_oracle_large")
+        for s in parts[k].specs.values()
     }
-    exponents = {s.lr_exponent for s in parts["convergence_oracle"].specs.values()}
-    assert exponents == {0.2, 0.4, 0.6, 0.8, 1.2}
+    lrs = {b: sorted(lr for bb, lr in grid if bb == b) for b, _ in grid}
+    assert lrs[32] == [0.0125, 0.025, 0.05, 0.2] and lrs[256] == [0.05, 0.1, 0.2, 0.4, 0.8]
+    assert lrs[2048] == [0.2, 0.4, 0.8, 1.6, 3.2]
+    warm = {s.peak_lr: s.warmup_epochs for s in parts["convergence_oracle_small"].specs.values()}
+    assert warm == {0.05: 0.0, 0.1: 0.0, 0.2: 1.0, 0.4: 1.0, 0.8: 1.0}  # up from 0.1 only
     assert not (tmp_path / "results").exists(), "planning alone creates nothing"
 
 

@@ -68,8 +68,18 @@ class RunSpec:
     def peak_lr(self) -> float:
         rule = self.cfg.lr_rule.name
         return lr_rules.peak_lr(
-            rule, self.base_lr, self.base_batch, self.global_batch, self.lr_exponent
+            rule,
+            self.base_lr,
+            self.base_batch,
+            self.global_batch,
+            self.lr_exponent,
+            self.absolute_peak_lr,
         )
+
+    @property
+    def absolute_peak_lr(self) -> float | None:
+        """The power rule's absolute peak LR, when one is set."""
+        return getattr(self.cfg.lr_rule, "peak_lr", None)
 
     @property
     def warmup_epochs(self) -> float:

@@ -40,8 +40,11 @@ class TrainConfig:
     check_every: int = field(default=10, metadata={"ge": 1})
     """Steps between cross-rank loss and divergence checks."""
     stop_at_target: bool = False
-    """End the run at the first evaluation that reaches workload.target_acc (the steps-to-target
-    protocol of Shallue et al. 2018); the epochs are then its budget."""
+    """End the run once it reaches workload.target_acc (the steps-to-target protocol of Shallue
+    et al. 2018); the epochs are then its budget."""
+    target_evals: int = field(default=1, metadata={"ge": 1})
+    """Evaluations whose median accuracy must reach the target (a moving median, counted at the
+    window's middle evaluation; 1: the first evaluation that reaches it)."""
     max_steps: int | None = field(default=None, metadata={"ge": 1})
     """Stop after this many steps (smoke tests, benchmarks); null: all epochs."""
     save_params: bool = False

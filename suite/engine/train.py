@@ -62,7 +62,8 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
             if not evaluate_and_record(run, step, run.losses.take_window()):
                 status, error = "diverged", f"non-finite eval loss at step {step} (epoch {epoch})"
                 break
-            if spec.cfg.train.stop_at_target and run.log[-1]["eval_acc"] >= spec.target_acc:
+            reached = target_hit(run.log, spec.target_acc, spec.cfg.train.target_evals)
+            if spec.cfg.train.stop_at_target and reached is not None:
                 break  # the target is what was asked: the rest of the budget is not needed
 
     finish(run, step, status, error)
@@ -94,7 +95,7 @@ def check(run: Run, step: int) -> float:
 
 def evaluate_and_record(run: Run, step: int, train_loss: float) -> bool:
     """Evaluate on the full eval set and log a row; False when the model has diverged."""
-    eval_loss, eval_acc = evaluate(run, run.replicas.eval_model())
+    eval_loss, eval_acc = evaluate(run, run.replicas.eval_model(), run.data.eval_x, run.data.eval_y)
     row = {
         "epoch": round(step / run.steps_per_epoch, 4),
         "step": step,
@@ -122,7 +123,9 @@ def finish(run: Run, step: int, status: str, error: str | None) -> None:
     spec, device = run.spec, run.device
     metrics = run.probes.metrics()
     step_columns = run.probes.step_columns()
-    metrics.update(training_metrics(run.log, step, run.spec.target_acc))
+    metrics.update(
+        training_metrics(run.log, step, run.spec.target_acc, spec.cfg.train.target_evals)
+    )
     metrics.update(sync_metrics(run.strategy, run.replicas.net, device))
     metrics.update(
         utilization(
@@ -133,6 +136,7 @@ def finish(run: Run, step: int, status: str, error: str | None) -> None:
     if tokens and metrics["samples_per_s"]:
         metrics["tokens_per_s"] = metrics["samples_per_s"] * tokens
     final_model = run.replicas.eval_model()  # on every rank: it may communicate
+    metrics.update(test_metrics(run, final_model, metrics))
     if run.writer:
         run.writer.write_steps(step_rows(run, step_columns))
         if spec.cfg.train.save_params:
@@ -215,6 +219,7 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         gamma=cfg.schedule.gamma,
         power=cfg.schedule.power,
         exponent=spec.lr_exponent,
+        absolute_peak=spec.absolute_peak_lr,
     )
     probes = build_probes(spec, replicas, strategy, precision, device, ranks)
 
@@ -256,7 +261,8 @@ def on_device(data: Data, device: torch.device, dtype: torch.dtype) -> Data:
     def move(t: Tensor) -> Tensor:
         return t.to(device, dtype) if t.is_floating_point() else t.to(device)
 
-    return Data(move(data.train_x), move(data.train_y), move(data.eval_x), move(data.eval_y))
+    test = [move(t) if t is not None else None for t in (data.test_x, data.test_y)]
+    return Data(move(data.train_x), move(data.train_y), move(data.eval_x), move(data.eval_y), *test)
 
 
 def build_replicas(
@@ -398,9 +404,11 @@ def calibrate(run: Run) -> None:
 # ---- evaluation and bookkeeping -----------------------------------------------------------
 
 
-def evaluate(run: Run, model: nn.Module, chunk: int = 1024) -> tuple[float, float]:
-    """Loss and accuracy on the full eval set, each rank taking every world-th sample."""
-    x, y, ranks, device = run.data.eval_x, run.data.eval_y, run.ranks, run.device
+def evaluate(
+    run: Run, model: nn.Module, x: Tensor, y: Tensor, chunk: int = 1024
+) -> tuple[float, float]:
+    """Loss and accuracy on a whole split, each rank taking every world-th sample."""
+    ranks, device = run.ranks, run.device
     model.eval()
     idx = torch.arange(ranks.rank, x.shape[0], ranks.world_size, device=device)
     loss_sum = correct = count = 0.0
@@ -446,9 +454,33 @@ class LossTracker:
         return mean
 
 
-def training_metrics(log: list[dict[str, Any]], step: int, target: float) -> dict[str, Any]:
+def target_hit(log: list[dict[str, Any]], target: float, evals: int) -> dict[str, Any] | None:
+    """The evaluation counted as reaching the target, or None: the first window of ``evals``
+    consecutive evaluations whose median accuracy reaches it, counted at the window's middle
+    (a moving median: one noisy evaluation neither reaches the target nor misses it)."""
+    for end in range(evals, len(log) + 1):
+        window = [r["eval_acc"] for r in log[end - evals : end]]
+        if all(math.isfinite(a) for a in window) and float(np.median(window)) >= target:
+            return log[end - 1 - evals // 2]
+    return None
+
+
+def test_metrics(run: Run, model: nn.Module, metrics: dict[str, Any]) -> dict[str, Any]:
+    """Which split the evaluations used, and the final model's loss and accuracy on the test
+    split: evaluated once here when the evaluations were on a validation split."""
+    split = run.data.eval_split
+    if run.data.test_x is None or run.data.test_y is None:
+        loss, acc = metrics["final_eval_loss"], metrics["final_eval_acc"]
+    else:
+        loss, acc = evaluate(run, model, run.data.test_x, run.data.test_y)
+    return {"eval_split": split, "final_test_loss": loss, "final_test_acc": acc}
+
+
+def training_metrics(
+    log: list[dict[str, Any]], step: int, target: float, target_evals: int = 1
+) -> dict[str, Any]:
     last = log[-1] if log else {}
-    hit = next((r for r in log if r["eval_acc"] >= target), None)
+    hit = target_hit(log, target, target_evals)
     accs = [r["eval_acc"] for r in log if math.isfinite(r["eval_acc"])]
     train_losses = [r["train_loss"] for r in log if math.isfinite(r["train_loss"])]
     return {

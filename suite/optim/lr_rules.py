@@ -9,7 +9,8 @@ the global batch ``B``; the schedule then shapes the LR over training:
                      ``warmup_epochs`` (Goyal et al. 2017, "gradual warmup");
 * ``sqrt``           ``base_lr * sqrt(B / base_batch)``;
 * ``power``          ``base_lr * (B / base_batch) ** lr_rule.exponent`` with warmup: any point
-                     between the rules, the grid an LR oracle searches;
+                     between the rules, the grid an LR oracle searches; or, with
+                     ``lr_rule.peak_lr``, that absolute peak at every batch (an LR grid);
 * ``lars``           ``base_lr * sqrt(B / base_batch)`` with warmup, for the LARS optimizer
                      (``suite.optim.lars``), which further scales the LR per layer by a trust ratio
                      (You et al. 2017). The trust ratio already sets each layer's step relative
@@ -68,6 +69,9 @@ class PowerRuleConfig(LRRuleConfig):
     warmup_epochs: float = 1.0
     exponent: float = field(default=0.5, metadata={"ge": 0})
     """Peak LR = base_lr x (B / base_batch) ** exponent: 0 is naive, 0.5 sqrt, 1 linear."""
+    peak_lr: float | None = field(default=None, metadata={"gt": 0})
+    """An absolute peak LR at every batch instead (null: from the exponent); warmup still
+    starts at base_lr, and there is none when the peak is not above it."""
 
 
 @dataclass(frozen=True)
@@ -117,9 +121,17 @@ def exponent_of(rule: str, exponent: float | None = None) -> float:
 
 
 def peak_lr(
-    rule: str, base_lr: float, base_batch: int, global_batch: int, exponent: float | None = None
+    rule: str,
+    base_lr: float,
+    base_batch: int,
+    global_batch: int,
+    exponent: float | None = None,
+    absolute: float | None = None,
 ) -> float:
-    """The LR a rule reaches after warmup, before any decay."""
+    """The LR a rule reaches after warmup, before any decay (``absolute``: the power rule's
+    ``peak_lr``, the same at every batch)."""
+    if absolute is not None:
+        return float(absolute)
     return base_lr * (global_batch / base_batch) ** exponent_of(rule, exponent)
 
 
@@ -159,10 +171,18 @@ class LRPlan:
     gamma: float = 0.1
     power: float = 2.0
     exponent: float | None = None  # the power rule's
+    absolute_peak: float | None = None  # the power rule's `peak_lr`
 
     @property
     def peak(self) -> float:
-        return peak_lr(self.rule, self.base_lr, self.base_batch, self.global_batch, self.exponent)
+        return peak_lr(
+            self.rule,
+            self.base_lr,
+            self.base_batch,
+            self.global_batch,
+            self.exponent,
+            self.absolute_peak,
+        )
 
     @property
     def warmup_steps(self) -> int:

@@ -147,8 +147,17 @@ METRICS = _fields(
     ("final_eval_loss", "", "float", "eval loss at the last evaluation"),
     ("final_eval_acc", "fraction", "float", "eval accuracy at the last evaluation"),
     ("best_eval_acc", "fraction", "float", "best eval accuracy over the evaluations"),
-    ("steps_to_target", "count", "int", "first evaluated step with eval_acc >= target_acc"),
+    (
+        "steps_to_target",
+        "count",
+        "int",
+        "first evaluated step with eval_acc >= target_acc (the median of train.target_evals "
+        "evaluations, counted at the middle one)",
+    ),
     ("epochs_to_target", "epochs", "float", "the same in epochs"),
+    ("eval_split", "", "str", "the split evaluated during training: validation or test"),
+    ("final_test_loss", "", "float", "the final model's loss on the test split"),
+    ("final_test_acc", "fraction", "float", "the final model's accuracy on the test split"),
     ("grad_noise_scale", "", "mapping", "gradient noise scale (below); empty when not measured"),
 )
 

@@ -38,7 +38,14 @@ SCALING_KEY = ["machine", "workload", "per_worker_batch", "precision", "device",
 OWN_RECIPE_RULES = tuple(name for name, rule in RULES.items() if rule.own_recipe)
 RECIPE_KEYS = ["base_lr", "schedule"]
 # Columns the convergence analysis reads beyond the summary's (empty in older results).
-STUDY_COLUMNS = ["total_steps", "grad_noise_scale.pooled", "grad_noise_scale.method"]
+STUDY_COLUMNS = [
+    "total_steps",
+    "grad_noise_scale.pooled",
+    "grad_noise_scale.method",
+    "config.lr_rule.peak_lr",
+    "eval_split",
+    "final_test_acc",
+]
 STOP_AT_TARGET = "config.train.stop_at_target"
 # Convergence groups: runs of one training recipe that differ in global batch and LR rule; a
 # steps-to-target study (runs stop at the target) never mixes with a fixed-budget one.
@@ -136,7 +143,8 @@ def tidy_runs(runs: pd.DataFrame) -> pd.DataFrame:
     for col in [*RUN_COLUMNS, *STUDY_COLUMNS]:
         if col not in runs.columns:
             runs[col] = None
-    for col in [*NUMERIC_COLUMNS, "total_steps", "grad_noise_scale.pooled"]:
+    numeric = ["total_steps", "grad_noise_scale.pooled", "config.lr_rule.peak_lr", "final_test_acc"]
+    for col in [*NUMERIC_COLUMNS, *numeric]:
         runs[col] = pd.to_numeric(runs[col], errors="coerce")
     for col in ("workload", "mode", "lr_rule", "precision", "device", "schedule"):
         runs[col] = runs[col].fillna("?").astype(str)
