@@ -58,6 +58,11 @@ NEVER_REASONS = frozenset(
 )
 
 
+# Pending reasons that say the nodes the job needs are down or drained (a node died): the job
+# waits until someone brings them back, which a sweep does not wait for.
+NODES_DOWN_REASONS = ("Nodes required for job are DOWN", "ReqNodeNotAvail", "NodeDown")
+
+
 @dataclass(frozen=True)
 class JobState:
     """What SLURM says of one job (``12`` or array element ``12_3``)."""
@@ -73,6 +78,10 @@ class JobState:
     @property
     def never_runs(self) -> bool:
         return self.state == "PENDING" and self.reason in NEVER_REASONS
+
+    @property
+    def waits_for_down_nodes(self) -> bool:
+        return self.state == "PENDING" and self.reason.startswith(NODES_DOWN_REASONS)
 
 
 GONE = JobState("UNKNOWN")
