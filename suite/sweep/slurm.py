@@ -208,6 +208,21 @@ def expand_job_id(text: str) -> list[str]:
     return ids
 
 
+def down_nodes(nodelist: str) -> str:
+    """Which of ``nodelist`` (``dn[1-2]``) SLURM has marked down, drained or failed, as
+    sinfo lists them (``dn2``); '' when none or when sinfo does not answer."""
+    if not nodelist:
+        return ""
+    try:
+        done = _run(
+            ["sinfo", "--noheader", "--Node", "--states=down,drain,fail", "--format=%N"]
+            + [f"--nodes={nodelist}"]
+        )
+    except SlurmUnreachable:
+        return ""
+    return ",".join(sorted(set(done.stdout.split()))) if done.returncode == 0 else ""
+
+
 def cancel(job_ids: Iterable[str]) -> None:
     """Ask SLURM to cancel these jobs (best effort: a job that already ended is no error).
 

@@ -275,6 +275,8 @@ class JobWatch:
             # A pending array element that is cancelled leaves no trace, accounting or not.
             "UNKNOWN": "is no longer known to SLURM (neither squeue nor sacct: cancelled?)",
         }.get(state.state, f"ended {state.state}")
+        if state.state == "NODE_FAIL":  # which node: the one SLURM now has down
+            fate += f" (node {slurm.down_nodes(state.node) or 'of ' + state.node} lost)"
         if self.sweep.status(run_id) == "pending":
             fate += " before the run started"
         exit_code = f" ({state.reason})" if state.reason.startswith("exit") else ""
