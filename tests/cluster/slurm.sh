@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # A real SLURM for the tests: tests/cluster/slurm.sh start|stop|status|env|install|kill-node
 #
-#   install install Debian's slurm-wlm, munge, slurmdbd and mariadb-server when missing (root)
-#   start   install Debian's slurm-wlm, munge, slurmdbd and mariadb-server when missing (root),
-#           write a one-node slurm.conf from `slurmd -C`, start munged -> mariadbd -> slurmdbd ->
-#           slurmctld -> slurmd, wait until the node is idle, record their pids
-#   stop    cancel the cluster's jobs, then stop exactly the processes `start` recorded
+#   install install Debian's slurm-wlm, munge, slurmdbd, mariadb-server and iproute2 when
+#           missing (root)
+#   start   install them when missing (root), write slurm.conf from `slurmd -C`, start
+#           munged -> mariadbd -> slurmdbd -> slurmctld -> slurmd, wait until the nodes are
+#           idle, record their pids
+#   stop    cancel the cluster's jobs, then stop exactly the processes `start` recorded (and,
+#           with two nodes, remove their network)
 #   status  exit 0 when the recorded processes live and the node answers
 #   env     print `export SLURM_CONF=...` (clients find the cluster through it)
 #   kill-node NAME  (two nodes) SIGKILL every process of node NAME: a node that dies
@@ -50,7 +52,7 @@ CTLD_PORT=$PORT_BASE
 SLURMD_PORT=$((PORT_BASE + 1))
 DBD_PORT=$((PORT_BASE + 2))
 DB_PORT=$((PORT_BASE + 3))
-PACKAGES=(slurm-wlm munge slurmdbd mariadb-server)
+PACKAGES=(slurm-wlm munge slurmdbd mariadb-server iproute2) # iproute2: ip, tc (two nodes)
 if [[ $NODES == 2 ]]; then
     PROCESSES=(slurmd-dn1 slurmd-dn2 slurmctld slurmdbd mariadbd munged)
     MUNGE_SOCKET=$DIR/munge/munge.socket
@@ -69,7 +71,7 @@ die() {
 
 install_packages() {
     local missing=()
-    for bin in sbatch slurmctld slurmd slurmdbd munged mariadbd; do
+    for bin in sbatch slurmctld slurmd slurmdbd munged mariadbd ip tc; do
         command -v "$bin" >/dev/null || missing+=("$bin")
     done
     [[ ${#missing[@]} -eq 0 ]] && return
