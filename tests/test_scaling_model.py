@@ -42,7 +42,9 @@ def test_ring_formula_counts_inter_node_steps_and_the_slowest_link():
     expected = 28 * 3e-6 + 2 * 10e-6 + 2 * 15 / 16 * size / 50e9
     assert allreduce_cost.ring_s(DGX, size, 16) == pytest.approx(expected)
     # inside one node: NVLink only
-    assert allreduce_cost.ring_s(DGX, size, 8) == pytest.approx(14 * 3e-6 + 2 * 7 / 8 * size / 150e9)
+    assert allreduce_cost.ring_s(DGX, size, 8) == pytest.approx(
+        14 * 3e-6 + 2 * 7 / 8 * size / 150e9
+    )
 
 
 def test_the_reduction_costs_gamma_per_byte_where_it_is_not_in_the_bandwidth():

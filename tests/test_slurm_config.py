@@ -46,6 +46,16 @@ def test_without_exclusive_a_task_gets_cores_for_its_workers_and_threads(monkeyp
     assert "#SBATCH --cpus-per-task=3" in text
     text = script(monkeypatch, "workers=2", "hydra.launcher.tasks_per_node=2", *common)
     assert "#SBATCH --cpus-per-task=1" in text  # one rank per task
+    text = script(monkeypatch, "workers=2", "hydra.launcher.nodes=2", *common)
+    assert "#SBATCH --cpus-per-task=1" in text  # one rank per task, one task per node
+
+
+def test_a_job_waiting_for_down_nodes_is_told_from_one_waiting_for_cores():
+    down = "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority"
+    assert slurm.JobState("PENDING", down).waits_for_down_nodes
+    assert slurm.JobState("PENDING", "ReqNodeNotAvail, UnavailableNodes:dn2").waits_for_down_nodes
+    assert not slurm.JobState("PENDING", "Resources").waits_for_down_nodes
+    assert not slurm.JobState("RUNNING", down).waits_for_down_nodes
 
 
 def test_gpu_example_renders_one_task_per_gpu(monkeypatch, tmp_path):

@@ -2,7 +2,7 @@
 
 This is the one source of defaults. ``conf/config.yaml`` only chooses the config groups and sets
 Hydra up; the sweep presets in ``conf/sweep/`` only override. Config groups are registered from
-their owners: each workload's ``Config`` (``workloads/``), each LR rule's (``engine/lr_rules``)
+their owners: each workload's ``Config`` (``workloads/``), each LR rule's (``optim/lr_rules``)
 and each synchronization strategy's (``sync/``).
 
 A string right below a field documents it (``dpsuite run --help`` prints them); field metadata

@@ -58,6 +58,11 @@ NEVER_REASONS = frozenset(
 )
 
 
+# Pending reasons that say the nodes the job needs are down or drained (a node died): the job
+# waits until someone brings them back, which a sweep does not wait for.
+NODES_DOWN_REASONS = ("Nodes required for job are DOWN", "ReqNodeNotAvail", "NodeDown")
+
+
 @dataclass(frozen=True)
 class JobState:
     """What SLURM says of one job (``12`` or array element ``12_3``)."""
@@ -73,6 +78,10 @@ class JobState:
     @property
     def never_runs(self) -> bool:
         return self.state == "PENDING" and self.reason in NEVER_REASONS
+
+    @property
+    def waits_for_down_nodes(self) -> bool:
+        return self.state == "PENDING" and self.reason.startswith(NODES_DOWN_REASONS)
 
 
 GONE = JobState("UNKNOWN")
@@ -197,6 +206,21 @@ def expand_job_id(text: str) -> list[str]:
         first, _, last = part.partition("-")
         ids += [f"{match.group(1)}_{i}" for i in range(int(first), int(last or first) + 1)]
     return ids
+
+
+def down_nodes(nodelist: str) -> str:
+    """Which of ``nodelist`` (``dn[1-2]``) SLURM has marked down, drained or failed, as
+    sinfo lists them (``dn2``); '' when none or when sinfo does not answer."""
+    if not nodelist:
+        return ""
+    try:
+        done = _run(
+            ["sinfo", "--noheader", "--Node", "--states=down,drain,fail", "--format=%N"]
+            + [f"--nodes={nodelist}"]
+        )
+    except SlurmUnreachable:
+        return ""
+    return ",".join(sorted(set(done.stdout.split()))) if done.returncode == 0 else ""
 
 
 def cancel(job_ids: Iterable[str]) -> None:
