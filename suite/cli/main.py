@@ -17,6 +17,7 @@ HELP_FLAGS = {"-h", "--help"}
 DRY_RUN = "--dry-run"
 COMPLETION_FLAG = "-sc"  # Hydra's spelling, which its completion script calls
 EXIT_BAD_INPUT = 2
+EXIT_TOO_NOISY = 3  # compare --fail-below: a ratio below the gate whose interval is too wide
 
 
 def _run(args: list[str]) -> int:
@@ -265,6 +266,8 @@ def _report(args: list[str]) -> int:
 
 
 def _compare(args: list[str]) -> int:
+    from suite.analysis.report.compare import MAX_SPREAD
+
     parser = ArgParser(
         prog="dpsuite compare",
         description="Results trees side by side, grouped by machine. The first directory's "
@@ -279,12 +282,29 @@ def _compare(args: list[str]) -> int:
         help="exit 1 when a configuration's B / A throughput is below RATIO (e.g. 0.95), its "
         "whole 95 %% interval when repeats give one",
     )
+    parser.add_argument(
+        "--max-spread",
+        type=finite,
+        default=MAX_SPREAD,
+        metavar="FACTOR",
+        help="an interval whose ends are more than FACTOR apart (high / low) is too noisy to "
+        f"call a regression on: exit {EXIT_TOO_NOISY} instead of 1 (default {MAX_SPREAD:g})",
+    )
+    parser.add_argument(
+        "--allow-noisy",
+        action="store_true",
+        help="call a regression on an interval however wide (--fail-below alone decides)",
+    )
     ns = parser.parse_args(args)
     if ns.fail_below is not None and not ns.fail_below > 0:
         raise UserError(f"--fail-below must be a ratio > 0, got {ns.fail_below}")
+    if not ns.max_spread > 1:
+        raise UserError(f"--max-spread must be a factor > 1, got {ns.max_spread:g}")
     from suite.analysis.report import compare
 
-    compared = compare.build_compare(ns.dirs, ns.out, ns.fail_below)
+    compared = compare.build_compare(
+        ns.dirs, ns.out, ns.fail_below, max_spread=ns.max_spread, allow_noisy=ns.allow_noisy
+    )
     if len(compared.ratios):
         print(f"throughput B / A per configuration ({compare.pair_names(compared.ratios)}):")
         print(compare.ratio_lines(compared.ratios))
@@ -299,7 +319,14 @@ def _compare(args: list[str]) -> int:
         )
     for line in compare.regression_lines(compared.regressed, compared.ratios):
         print(f"dpsuite: regression: {line}", file=sys.stderr)
-    return 1 if len(compared.regressed) else 0
+    for line in compare.noisy_lines(compared.noisy, compared.ratios, ns.max_spread):
+        print(
+            f"dpsuite: too noisy to call: {line}: rerun, or --allow-noisy to gate on it",
+            file=sys.stderr,
+        )
+    if len(compared.regressed):
+        return 1
+    return EXIT_TOO_NOISY if len(compared.noisy) else 0
 
 
 def _schema(args: list[str]) -> int:
