@@ -81,7 +81,7 @@ def dpsuite_on_path(tmp_path) -> dict[str, str]:
 def test_bash_completes_through_the_installed_script(dpsuite_on_path, both):
     """Hydra's bash script, as `dpsuite -sc install=bash` prints it (or `dpsuite run -sc ...`,
     Hydra's spelling), calls `dpsuite -sc query=bash`; bash's COMPREPLY is what a TAB shows."""
-    install = "dpsuite run -sc install=bash" if both else "dpsuite -sc install=bash"
+    install = "dpsuite run --shell-completion install=bash" if both else "dpsuite -sc install=bash"
     program = f"""
 eval "$({install})"
 complete -p dpsuite

@@ -32,8 +32,9 @@ def _run(args: list[str]) -> int:
 
         print(dry_run(None, overrides))
         return 0
-    if COMPLETION_FLAG in args:  # Hydra's `dpsuite run -sc install=bash` spelling
-        return _completion(args[args.index(COMPLETION_FLAG) + 1 :])
+    for flag in (COMPLETION_FLAG, "--shell-completion"):  # Hydra's `run -sc install=bash`
+        if flag in args:
+            return _completion(args[args.index(flag) + 1 :])
     return _run_overrides(args)
 
 
