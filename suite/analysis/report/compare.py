@@ -287,11 +287,14 @@ def noise_finding(pair: pd.DataFrame, varying: list[str], max_spread: float) -> 
     spread = noisy["ratio_high"] / noisy["ratio_low"]
     worst = noisy.loc[spread.idxmax()]
     some = "all" if len(noisy) == len(pair) else f"{len(noisy)} of {len(pair)}"
+    interval = (
+        f"{worst['ratio_B_over_A']:.2f}× ({worst['ratio_low']:.2f}–{worst['ratio_high']:.2f})"
+    )
     return (
         f"Too noisy to call: rerun. {some.capitalize()} configurations on `{worst['B']}` have a "
-        f"95 % interval of B ÷ A spanning more than {max_spread:g}× "
-        f"(widest: {config_label(worst, varying)}, {ratio_text(worst)}, its repeats "
-        "disagreeing that much): more repeats, or a quieter machine, before reading a ratio."
+        f"95 % interval of B ÷ A spanning more than {max_spread:g}× (widest: "
+        f"{config_label(worst, varying)}, {interval}): more repeats, or a quieter machine, "
+        "before reading a ratio."
     )
 
 
