@@ -174,3 +174,37 @@ def test_oversubscription_is_judged_per_task_and_per_node(monkeypatch):
     assert not fingerprint.oversubscribed(2, 1, cores=2, allocated=None)
     assert fingerprint.oversubscribed(2, 1, cores=1, allocated=None)
     assert fingerprint.oversubscribed(4, 1, cores=2, allocated=2)
+
+
+# `squeue --noheader --array --states=PENDING --sort=-p,i --format=%i|%P|%Q` as SLURM prints
+# it: every pending job of every user, highest priority first; array elements one per line.
+PENDING_QUEUE = """\
+7|gpu|4294901757
+12_3|debug|4294901755
+12_4|debug|4294901755
+9|debug,long|4294901750
+12_5|debug|4294901749
+"""
+
+
+def test_queue_places_of_pending_jobs_are_read_from_squeue():
+    places = slurm.parse_queue(PENDING_QUEUE, {"12_4", "12_5", "9"})
+    assert places["12_4"] == slurm.QueuePlace(position=2, pending=4, partition="debug")
+    assert places["12_5"] == slurm.QueuePlace(position=4, pending=4, partition="debug")
+    assert places["9"] == slurm.QueuePlace(position=1, pending=1, partition="long")
+    assert "7" not in places  # someone else's job: counted, never reported
+
+
+def test_the_pending_note_says_why_and_where_the_jobs_wait():
+    states = {
+        "12_3": slurm.JobState("RUNNING", "None", "node1"),
+        "12_4": slurm.JobState("PENDING", "Resources"),
+        "12_5": slurm.JobState("PENDING", "Priority"),
+        "12_6": slurm.JobState("PENDING", "Priority"),
+    }
+    places = slurm.parse_queue(PENDING_QUEUE, set(states))
+    assert slurm.pending_note(states, places) == (
+        "3 of 4 unfinished SLURM jobs pending (2 Priority, 1 Resources); the first in the "
+        "queue is 2 of 4 in debug"
+    )
+    assert slurm.pending_note({"12_3": states["12_3"]}, {}) is None

@@ -105,6 +105,33 @@ def test_command_line_replaces_a_preset_axis(monkeypatch, tmp_path):
     assert {s.cfg.seed for s in specs} == {0} and {s.global_batch for s in specs} == {32, 2048}
 
 
+def test_the_grid_recorded_is_the_one_that_runs(monkeypatch, tmp_path):
+    """A command-line axis replaces the preset's in the grid (sweep.json, --help), and a
+    command-line list is an axis of its own."""
+    monkeypatch.chdir(tmp_path)
+    args = ["+sweep=scaling", "workers=1,2", "workload=mnist1d_mlp", "seed=3,4"]
+    ran = plan(args, multirun=True, writing=False)
+    assert ran.grid == {
+        "workload": "mnist1d_mlp",
+        "workers": "1,2",
+        "batch.per_worker": "32,128",
+        "repeat": "0,1,2",
+        "seed": "3,4",
+    }
+    assert len(ran.specs) == 2 * 2 * 3 * 2
+    assert plan(["workers=2"], multirun=False, writing=False).grid == {}
+
+
+def test_a_run_s_expected_steps_come_from_its_config(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    [spec] = plan(["workload.num_samples=2000", "workers=2", "train.epochs=3"], False).specs
+    per_epoch = spec.train_samples // spec.global_batch
+    timing = spec.cfg.timing.warmup_steps + spec.cfg.timing.calibration_steps
+    assert spec.train_samples > 0 and spec.expected_steps == 3 * per_epoch + timing
+    [capped] = plan(["workload.num_samples=2000", "train.max_steps=7"], False).specs
+    assert capped.expected_steps == 7 + timing
+
+
 def test_preset_run_ids_equal_the_same_plain_run(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     preset = {s.run_id for s in plan(["+sweep=convergence_budget", "seed=0"], multirun=True).specs}
@@ -173,6 +200,11 @@ def test_sweep_goes_on_past_failing_and_diverging_runs(dpsuite, tmp_path, capsys
     m = manifest(out)
     assert m["state"] == "finished" and m["counts"] == {"failed": 2, "complete": 1, "diverged": 1}
     assert len(m["run_ids"]) == 4 and set(m["runs"].values()) == {"failed", "complete", "diverged"}
+    # as Hydra spells the values it ran
+    assert m["grid"] == {
+        "workload.data_root": f"null,{bad}",
+        "workload.base_lr": "0.05,1000000000000.0",
+    }
     captured = capsys.readouterr()
     assert "sweep multirun finished: 4 runs: 1 complete, 1 diverged, 2 failed" in captured.out
     failed = [read_run(d) for d in run_dirs(out) if read_run(d)["status"] == "failed"]

@@ -35,6 +35,7 @@ class RunSpec:
     threads_per_worker: int
     local_workers: int  # ranks of this run on this host (1 in simulated mode)
     config: dict[str, Any] = field(repr=False)  # the resolved config as recorded in run.json
+    train_samples: int = 0  # the workload's training set (0: not known)
 
     @property
     def processes(self) -> int:
@@ -86,6 +87,16 @@ class RunSpec:
         """Epochs of warmup this run does: none for a rule without it, or without a rise."""
         warms = lr_rules.RULES[self.cfg.lr_rule.name].warms_up and self.peak_lr > self.base_lr
         return self.cfg.lr_rule.warmup_epochs if warms else 0.0
+
+    @property
+    def expected_steps(self) -> int:
+        """Optimizer steps the config asks for (its budget: a run stopping at its target may
+        take fewer), and the untimed warmup and calibration steps before them."""
+        c = self.cfg
+        steps = self.train_samples // self.global_batch * c.train.epochs
+        if c.train.max_steps is not None:
+            steps = min(steps, c.train.max_steps)
+        return steps + c.timing.warmup_steps + c.timing.calibration_steps
 
     def summary(self) -> dict[str, Any]:
         """The top-level run.json keys (see `suite.results.schema`)."""
@@ -277,4 +288,5 @@ def resolve(
         threads_per_worker=threads,
         local_workers=local_workers,
         config=container,
+        train_samples=num_train,
     )

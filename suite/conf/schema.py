@@ -187,8 +187,8 @@ def register() -> None:
         store.store(group="workload", name=name, node=workload.Config)
     for name, rule in lr_rules.RULES.items():
         store.store(group="lr_rule", name=name, node=rule.config)
-    for name, strategy in sync.STRATEGIES.items():
-        store.store(group="sync", name=name, node=strategy.Config(name=name))
+    for name, config in sync.CONFIGS.items():
+        store.store(group="sync", name=name, node=config(name=name))
 
 
 def group_choices(group: str) -> list[str]:
@@ -200,6 +200,6 @@ def group_choices(group: str) -> list[str]:
     owners: dict[str, Any] = {
         "workload": REGISTRY,
         "lr_rule": lr_rules.RULES,
-        "sync": sync.STRATEGIES,
+        "sync": sync.CONFIGS,
     }
     return sorted(owners[group])

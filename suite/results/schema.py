@@ -59,8 +59,8 @@ RUN = _fields(
     ("sync_order", "", "int", "the strategy's place in the reports (its registry's order)"),
     ("pid", "", "int", "process that wrote the record (a dead one: the run failed)"),
     ("host", "", "str", "host of that process"),
-    ("started_at", "", "str", "ISO 8601, UTC"),
-    ("finished_at", "", "str", "ISO 8601, UTC"),
+    ("started_at", "", "str", "ISO 8601, UTC (a UTC datetime in `load`'s frame)"),
+    ("finished_at", "", "str", "ISO 8601, UTC (a UTC datetime in `load`'s frame)"),
     ("heartbeat_at", "", "str", "last update, ISO 8601, UTC"),
     ("progress", "", "mapping", "step and epoch at the last evaluation"),
     ("wall_time_s", "s", "float", "the run's wall time, setup included"),
@@ -176,6 +176,42 @@ GRAD_NOISE_SCALE = _fields(
     ("method", "", "str", "ranks, micro_batches or halves"),
 )
 
+# Columns `suite.results.load` adds to the run.json keys.
+LOADED = _fields(("run_dir", "", "str", "the run's directory"))
+
+# run.json `hardware` (the fingerprint; `hardware.*` columns of the loaded frame).
+HARDWARE = _fields(
+    ("tag", "", "str", "your name for the machine (hardware.tag=NAME); groups runs by machine"),
+    ("hostname", "", "str", "host the run's rank 0 ran on"),
+    ("cpu", "", "str", "CPU model"),
+    ("cpu_count", "count", "int", "the machine's logical cores"),
+    ("cpus_usable", "count", "int", "cores the run's process could use (its affinity)"),
+    ("cpus_allocated", "count", "int", "the SLURM job's cores on the node (empty: no SLURM)"),
+    ("accelerator", "", "str", "GPU model, or none"),
+    ("accelerator_count", "count", "int", "GPUs visible to the run"),
+    ("accelerator_memory_gib", "GiB", "float", "memory of one GPU"),
+    ("backend", "", "str", "torch.distributed backend: gloo or nccl"),
+    ("torch", "", "str", "PyTorch version"),
+    ("cuda", "", "str", "CUDA version PyTorch was built with (empty: CPU build)"),
+    ("nccl", "", "str", "NCCL version (empty: none)"),
+    ("python", "", "str", "Python version"),
+    ("os", "", "str", "platform string (kernel, libc)"),
+    ("os_release", "", "str", "operating system release"),
+    ("libc", "", "str", "C library and its version"),
+    ("torch_debug_build", "", "bool", "PyTorch is a debug build (timings then mean little)"),
+    ("cudnn", "", "int", "cuDNN version (empty: none)"),
+    ("gpu_driver", "", "str", "NVIDIA driver version"),
+    ("gpu_models", "", "str", "the GPUs' models"),
+    ("gpu_pcie", "", "str", "each GPU's PCIe link, e.g. gen5 x16 (nvidia-ml-py)"),
+    ("gpu_nvlinks", "count", "str", "each GPU's active NVLinks (nvidia-ml-py)"),
+    ("gpu_topology", "", "str", "the path between every pair of GPUs, as nvidia-smi topo -m"),
+    ("workers_per_host", "count", "int", "ranks of the run on this host"),
+    ("threads_per_worker", "count", "int", "compute threads of each worker process"),
+    ("oversubscribed", "", "bool", "workers x threads exceed the usable cores (contention)"),
+    ("env", "", "mapping", "NCCL_*, GLOO_*, CUDA_*, OMP_*, ... as the command started"),
+    ("machine_id", "", "str", "hash of host, CPU and accelerators: one id per node"),
+)
+
 EPOCHS = _fields(
     ("epoch", "epochs", "float", "epochs done at this evaluation"),
     ("step", "count", "int", "optimizer steps done"),
@@ -284,7 +320,11 @@ def lookup(column: str) -> Field | None:
     ``grad_noise_scale.`` or ``hardware.`` prefix where it has one)."""
     if column.startswith("grad_noise_scale."):
         return next((f for f in GRAD_NOISE_SCALE if f.name == column.split(".", 1)[1]), None)
-    return next((f for f in (*RUN, *METRICS) if f.name == column), None)
+    if column.startswith("hardware.env."):
+        return Field(column, "", "str", "environment variable as the command started")
+    if column.startswith("hardware."):
+        return next((f for f in HARDWARE if f.name == column.split(".", 1)[1]), None)
+    return next((f for f in (*RUN, *METRICS, *LOADED) if f.name == column), None)
 
 
 def markdown() -> str:
@@ -294,6 +334,7 @@ def markdown() -> str:
         ("run.json", RUN),
         ("run.json metrics", METRICS),
         ("run.json metrics.grad_noise_scale", GRAD_NOISE_SCALE),
+        ("run.json hardware", HARDWARE),
         ("epochs.csv", EPOCHS),
         ("steps.csv", STEPS),
     )
@@ -302,3 +343,17 @@ def markdown() -> str:
         parts += [f"| `{f.name}` | {f.unit} | {f.type} | {f.meaning} |" for f in section]
         parts.append("")
     return "\n".join(parts)
+
+
+TIMESTAMP_COLUMNS = ("started_at", "finished_at", "heartbeat_at")
+
+
+def column_units(columns) -> dict[str, dict[str, str]]:
+    """``{"units": {column: unit}, "meanings": {column: meaning}}`` for the columns of
+    ``suite.results.load``'s frame that the schema describes (``config.*`` keys are described
+    by ``dpsuite run --help``)."""
+    known = {c: f for c in columns if (f := lookup(str(c))) is not None}
+    return {
+        "units": {c: f.unit for c, f in known.items() if f.unit},
+        "meanings": {c: f.meaning for c, f in known.items()},
+    }

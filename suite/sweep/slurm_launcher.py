@@ -191,6 +191,7 @@ class JobWatch:
         self.poll_s = poll_s
         self.ended: dict[str, float] = {}  # run_id -> when its job was first seen ended
         self.unreachable_since: float | None = None
+        self.last_pending: str | None = None  # the last line on waiting jobs, not repeated
 
     def run(self) -> None:
         """Until every run has ended; cancels the jobs if it ends otherwise."""
@@ -223,6 +224,7 @@ class JobWatch:
         states = self.states(open_jobs)
         if states is None:
             return
+        self.note_pending(states)
         for job in open_jobs.values():
             if states[job.job_id].never_runs:
                 raise NeverRuns(job, states[job.job_id])
@@ -249,6 +251,17 @@ class JobWatch:
             "are back: complete runs are skipped)"
         )
         self.cancel(blocked, f"unschedulable, its nodes are down or drained ({reason})")
+
+    def note_pending(self, states: dict[str, slurm.JobState]) -> None:
+        """While jobs wait: why, and where in the queue (a line whenever that changes)."""
+        places: dict[str, slurm.QueuePlace] = {}
+        if any(s.state == "PENDING" for s in states.values()):
+            with contextlib.suppress(slurm.SlurmUnreachable):  # the reasons alone then
+                places = slurm.queue_places(states)
+        line = slurm.pending_note(states, places)
+        if line is not None and line != self.last_pending:
+            progress.current().note(line)
+        self.last_pending = line
 
     def states(self, open_jobs: dict[str, SubmittedJob]) -> dict[str, slurm.JobState] | None:
         """SLURM's view of the jobs; None while SLURM does not answer (for a while)."""

@@ -473,8 +473,13 @@ def summary_frame(runs: pd.DataFrame) -> pd.DataFrame:
 
 def write_summary(summary: pd.DataFrame, out: Path) -> None:
     """summary.csv, and summary.parquet beside it where pyarrow is installed (the `parquet`
-    extra): the same frame, with types kept."""
-    summary.to_csv(out / "summary.csv", index=False)
+    extra): the same frame, with types kept (and each column's unit)."""
+    iso = {  # timestamps as run.json writes them (ISO 8601), not pandas' spelling
+        c: summary[c].map(lambda t: t.isoformat() if pd.notna(t) else None)
+        for c in summary.columns
+        if isinstance(summary[c].dtype, pd.DatetimeTZDtype)
+    }
+    summary.assign(**iso).to_csv(out / "summary.csv", index=False)
     try:
         import pyarrow  # noqa: F401
     except ImportError:
