@@ -252,13 +252,13 @@ class Plan:
 
     specs: list = field(default_factory=list)  # list[RunSpec]
     launcher: LauncherShape = field(default_factory=lambda: LauncherShape("basic"))
-    grid: dict[str, str] = field(default_factory=dict)  # the config's sweep params, if any
+    grid: dict[str, str] = field(default_factory=dict)  # the axes that run (key -> "a,b")
 
 
 def plan(overrides: list[str], multirun: bool, writing: bool = True) -> Plan:
     """Compose and resolve every run the command would start (raises UserError on bad input).
     ``writing=False`` (help, dry runs): the results directories are neither made nor checked."""
-    from suite.engine.distributed import ranks_from_env
+    from suite.runtime.distributed import ranks_from_env
 
     overrides = list(overrides)
     base = [o for o in overrides if not is_sweep(o)]
@@ -284,7 +284,21 @@ def plan(overrides: list[str], multirun: bool, writing: bool = True) -> Plan:
         task = [o for o in point if not is_hydra_override(o)]
         specs.append(_resolve_point(composer.compose(task), shape, ranks, writing))
         _check_batch_spellings(task, specs[-1])
-    return Plan(specs=specs, launcher=shape, grid={str(k): str(v) for k, v in grid.items()})
+    return Plan(specs=specs, launcher=shape, grid=axes_that_run(points, grid) if multirun else {})
+
+
+def axes_that_run(points: list[list[str]], params: dict) -> dict[str, str]:
+    """The grid the points make: each axis of the config's grid (with the values the command
+    line replaced it by) and each key that takes several values, with its values in order."""
+    values: dict[str, list[str]] = {}
+    for point in points:
+        for override in point:
+            key, _, value = override.partition("=")
+            seen = values.setdefault(key.lstrip("+~"), [])
+            if value not in seen:
+                seen.append(value)
+    axes = {str(k) for k in params} | {k for k, v in values.items() if len(v) > 1}
+    return {k: ",".join(v) for k, v in values.items() if k in axes}
 
 
 class PointComposer:

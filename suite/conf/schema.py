@@ -2,7 +2,7 @@
 
 This is the one source of defaults. ``conf/config.yaml`` only chooses the config groups and sets
 Hydra up; the sweep presets in ``conf/sweep/`` only override. Config groups are registered from
-their owners: each workload's ``Config`` (``workloads/``), each LR rule's (``engine/lr_rules``)
+their owners: each workload's ``Config`` (``workloads/``), each LR rule's (``optim/lr_rules``)
 and each synchronization strategy's (``sync/``).
 
 A string right below a field documents it (``dpsuite run --help`` prints them); field metadata
@@ -19,7 +19,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import II, MISSING
 
-from suite.engine.lr_rules import SCHEDULES
+from suite.optim.lr_rules import SCHEDULES
 
 MODES = ("ddp", "simulated")
 DEVICES = ("auto", "cpu", "cuda")
@@ -40,8 +40,11 @@ class TrainConfig:
     check_every: int = field(default=10, metadata={"ge": 1})
     """Steps between cross-rank loss and divergence checks."""
     stop_at_target: bool = False
-    """End the run at the first evaluation that reaches workload.target_acc (the steps-to-target
-    protocol of Shallue et al. 2018); the epochs are then its budget."""
+    """End the run once it reaches workload.target_acc (the steps-to-target protocol of Shallue
+    et al. 2018); the epochs are then its budget."""
+    target_evals: int = field(default=1, metadata={"ge": 1})
+    """Evaluations whose median accuracy must reach the target (a moving median, counted at the
+    window's middle evaluation; 1: the first evaluation that reaches it)."""
     max_steps: int | None = field(default=None, metadata={"ge": 1})
     """Stop after this many steps (smoke tests, benchmarks); null: all epochs."""
     save_params: bool = False
@@ -130,13 +133,11 @@ class RunConfig:
     """One run of dpsuite: `dpsuite run KEY=VALUE ...`."""
 
     workload: Any = MISSING
-    """The model and data (config group): mnist1d_mlp, mnist1d_cnn, cifar_resnet, tiny_gpt."""
+    """The model and data (config group; `dpsuite run --help` lists the workloads)."""
     lr_rule: Any = MISSING
-    """How the LR scales with the global batch (config group): naive, linear, linear_warmup,
-    sqrt, lars."""
+    """How the LR scales with the global batch (config group; `--help` lists the rules)."""
     sync: Any = MISSING
-    """How the replicas agree (config group): allreduce, param_server, local_sgd, fp16, bf16,
-    powersgd."""
+    """How the replicas agree (config group; `--help` lists the strategies)."""
     workers: int = field(default=1, metadata={"ge": 1})
     """Data-parallel ranks (processes), or virtual workers in simulated mode."""
     mode: str = field(default="ddp", metadata={"choices": MODES})
@@ -180,7 +181,7 @@ SCHEMA_NAME = "dpsuite_schema"
 def register() -> None:
     """Put the schema and every config group's options into Hydra's ConfigStore (idempotent)."""
     from suite import sync
-    from suite.engine import lr_rules
+    from suite.optim import lr_rules
     from workloads import REGISTRY
 
     store = ConfigStore.instance()
@@ -189,19 +190,19 @@ def register() -> None:
         store.store(group="workload", name=name, node=workload.Config)
     for name, rule in lr_rules.RULES.items():
         store.store(group="lr_rule", name=name, node=rule.config)
-    for name, strategy in sync.STRATEGIES.items():
-        store.store(group="sync", name=name, node=strategy.Config(name=name))
+    for name, config in sync.CONFIGS.items():
+        store.store(group="sync", name=name, node=config(name=name))
 
 
 def group_choices(group: str) -> list[str]:
     """The options of a config group, from the registries that own them."""
     from suite import sync
-    from suite.engine import lr_rules
+    from suite.optim import lr_rules
     from workloads import REGISTRY
 
     owners: dict[str, Any] = {
         "workload": REGISTRY,
         "lr_rule": lr_rules.RULES,
-        "sync": sync.STRATEGIES,
+        "sync": sync.CONFIGS,
     }
     return sorted(owners[group])

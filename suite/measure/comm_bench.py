@@ -31,16 +31,15 @@ import torch
 import torch.distributed as dist
 
 from suite.conf import host_memory
-from suite.conf.run_spec import check_writable, resolve_backend, usable_cores
-from suite.engine import distributed as dd
-from suite.engine.distributed import Ranks
 from suite.errors import ResultsWriteError, UserError
 from suite.measure.collectives import CHUNK, COLLECTIVES, ROOT, Collective, count_wrong
 from suite.measure.fingerprint import fingerprint
-from suite.measure.step_timer import wait_for_device
 from suite.results import COMM_BENCH_JSON, now_iso, read_json, write_comm_bench
 from suite.results import lock as results_lock
 from suite.results.gate import TAG_PATTERN
+from suite.runtime import distributed as dd
+from suite.runtime.distributed import Ranks
+from suite.runtime.host import check_writable, resolve_backend, usable_cores, wait_for_device
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # Relative tolerance of the correctness check (exact sums are expected; this absorbs rounding

@@ -80,6 +80,18 @@ def load(path: str | Path, include_incomplete: bool = True) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     if not include_incomplete and not frame.empty:
         frame = frame[frame["status"].isin(["complete", "diverged"])].reset_index(drop=True)
+    return described(frame)
+
+
+def described(frame: pd.DataFrame) -> pd.DataFrame:
+    """Timestamps as UTC datetimes, and each column's unit and meaning in ``frame.attrs``
+    (``attrs["units"]["step_time_s"] == "s"``), as ``suite.results.schema`` defines them."""
+    for column in schema.TIMESTAMP_COLUMNS:
+        if column in frame.columns:
+            frame[column] = pd.to_datetime(
+                frame[column], utc=True, errors="coerce", format="ISO8601"
+            )
+    frame.attrs.update(schema.column_units(frame.columns))
     return frame
 
 
