@@ -191,7 +191,7 @@ def test_unwritable_results_dir(dpsuite, tmp_path, capsys):
 
 
 def test_memory_check_counts_each_collectives_buffers_and_the_hosts_ranks(tmp_path, monkeypatch):
-    from suite.conf import host_memory
+    from suite.runtime import host_memory
 
     # Room for 2 ranks of 256 MiB + 40 MiB each, and each rank's process as measured here.
     process = host_memory.rank_footprint()

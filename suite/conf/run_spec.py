@@ -12,7 +12,6 @@ from omegaconf.errors import OmegaConfBaseException
 
 from suite import sync
 from suite.conf.checks import check_bounds, check_keys
-from suite.conf.host_memory import check_processes_fit
 from suite.conf.schema import RunConfig
 from suite.errors import UserError
 from suite.optim import lr_rules
@@ -21,6 +20,7 @@ from suite.optim.precision import unsupported
 from suite.results import make_run_id, run_identity
 from suite.results.gate import TAG_PATTERN
 from suite.runtime.host import check_writable, resolve_backend, usable_cores
+from suite.runtime.host_memory import check_processes_fit
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from suite.conf import host_memory
 from suite.errors import ResultsWriteError, UserError
 from suite.measure.collectives import CHUNK, COLLECTIVES, ROOT, Collective, count_wrong
 from suite.measure.fingerprint import fingerprint
@@ -38,6 +37,7 @@ from suite.results import COMM_BENCH_JSON, now_iso, read_json, write_comm_bench
 from suite.results import lock as results_lock
 from suite.results.gate import TAG_PATTERN
 from suite.runtime import distributed as dd
+from suite.runtime import host_memory
 from suite.runtime.distributed import Ranks
 from suite.runtime.host import check_writable, resolve_backend, usable_cores, wait_for_device
 

@@ -22,8 +22,22 @@ from typing import Any
 import pandas as pd
 
 from suite.results import schema
-from suite.results.gate import is_regular, trusted_runs, walk_files
-from suite.results.store import EPOCH_COLUMNS, STEP_COLUMNS, effective_status
+from suite.results.gate import (
+    check_comm_meta,
+    check_comm_rows,
+    is_regular,
+    trusted_runs,
+    walk_files,
+)
+from suite.results.store import (
+    COMM_BENCH_COLUMNS,
+    COMM_BENCH_CSV,
+    COMM_BENCH_JSON,
+    EPOCH_COLUMNS,
+    STEP_COLUMNS,
+    effective_status,
+    read_json,
+)
 
 METRIC_MAPPINGS = {f.name: schema.GRAD_NOISE_SCALE for f in schema.METRICS if f.type == "mapping"}
 
@@ -145,3 +159,44 @@ def read_csv_checked(file: Path, columns: list[str], optional: list[str] = ()) -
         warnings.warn(f"ignoring {int(damaged.sum())} damaged rows in {file}", stacklevel=2)
         frame = frame[~damaged]
     return frame.reset_index(drop=True)
+
+
+def load_comm_bench(path: str | Path) -> pd.DataFrame:
+    """Every comm-bench result below ``path``: one row per (bench, collective, message size).
+
+    Columns: the CSV's, plus ``bench_id, world_size, backend, bench_dir`` and ``hardware.*``.
+    Results written before other collectives were measured read as ``all_reduce``. Unreadable
+    files are skipped with a warning naming the file.
+    """
+    frames = []
+    for meta_file in walk_files(Path(path), COMM_BENCH_JSON):
+        csv_file = meta_file.parent / COMM_BENCH_CSV
+        try:
+            if not (is_regular(meta_file) and is_regular(csv_file)):
+                raise ValueError("not a regular file")
+            meta = read_json(meta_file)
+            check_comm_meta(meta)
+            frame = pd.read_csv(csv_file)
+            if "collective" not in frame.columns:
+                frame.insert(0, "collective", None)
+            # object first: a column of empty cells reads as float, which takes no name
+            frame["collective"] = (
+                frame["collective"].astype(object).fillna(meta.get("op", "all_reduce"))
+            )
+            missing = set(COMM_BENCH_COLUMNS) - set(frame.columns)
+            if missing:
+                raise ValueError(f"missing columns {sorted(missing)}")
+            check_comm_rows(frame)
+        except (OSError, ValueError, pd.errors.ParserError) as exc:
+            warnings.warn(
+                f"skipping unreadable comm-bench result {meta_file.parent}: {exc}", stacklevel=2
+            )
+            continue
+        frame["bench_id"] = meta.get("bench_id", meta_file.parent.name)
+        frame["world_size"] = meta.get("world_size")
+        frame["backend"] = meta.get("backend")
+        frame["bench_dir"] = str(meta_file.parent)
+        for key, value in (meta.get("hardware") or {}).items():
+            frame[f"hardware.{key}"] = value
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -16,13 +16,10 @@ import math
 import os
 import socket
 import tempfile
-import warnings
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-
-import pandas as pd
 
 from suite.errors import ResultsWriteError
 from suite.results import schema
@@ -273,46 +270,3 @@ def write_comm_bench(
     except ResultsWriteError:
         (bench_dir / COMM_BENCH_CSV).unlink(missing_ok=True)  # no half of a result stays
         raise
-
-
-def load_comm_bench(path: str | Path) -> pd.DataFrame:
-    """Every comm-bench result below ``path``: one row per (bench, collective, message size).
-
-    Columns: the CSV's, plus ``bench_id, world_size, backend, bench_dir`` and ``hardware.*``.
-    Results written before other collectives were measured read as ``all_reduce``. Unreadable
-    files are skipped with a warning naming the file.
-    """
-    from suite.results import gate  # the gate reads records with this module's helpers
-
-    frames = []
-    for meta_file in gate.walk_files(Path(path), COMM_BENCH_JSON):
-        csv_file = meta_file.parent / COMM_BENCH_CSV
-        try:
-            if not (gate.is_regular(meta_file) and gate.is_regular(csv_file)):
-                raise ValueError("not a regular file")
-            meta = read_json(meta_file)
-            gate.check_comm_meta(meta)
-            frame = pd.read_csv(csv_file)
-            if "collective" not in frame.columns:
-                frame.insert(0, "collective", None)
-            # object first: a column of empty cells reads as float, which takes no name
-            frame["collective"] = (
-                frame["collective"].astype(object).fillna(meta.get("op", "all_reduce"))
-            )
-            missing = set(COMM_BENCH_COLUMNS) - set(frame.columns)
-            if missing:
-                raise ValueError(f"missing columns {sorted(missing)}")
-            gate.check_comm_rows(frame)
-        except (OSError, ValueError, pd.errors.ParserError) as exc:
-            warnings.warn(
-                f"skipping unreadable comm-bench result {meta_file.parent}: {exc}", stacklevel=2
-            )
-            continue
-        frame["bench_id"] = meta.get("bench_id", meta_file.parent.name)
-        frame["world_size"] = meta.get("world_size")
-        frame["backend"] = meta.get("backend")
-        frame["bench_dir"] = str(meta_file.parent)
-        for key, value in (meta.get("hardware") or {}).items():
-            frame[f"hardware.{key}"] = value
-        frames.append(frame)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -19,8 +19,7 @@ import pandas as pd
 from suite.errors import UserError
 from suite.results import owned, schema
 from suite.results.export.tree import ExportRun, require
-from suite.results.load import load
-from suite.results.store import load_comm_bench
+from suite.results.load import load, load_comm_bench
 
 # pandas' inferred kinds that Parquet stores as they are; anything else becomes JSON text
 PLAIN_KINDS = {"string", "empty", "boolean", "integer", "floating", "mixed-integer-float"}
