@@ -48,7 +48,7 @@ def install_suite(session: nox.Session, extras: str = "") -> None:
 def tests(session: nox.Session) -> None:
     """The test suite (unit, multi-process DDP, end to end); slow stress tests excluded."""
     install_suite(session, "[dev,slurm,parquet,tensorboard,wandb]")
-    session.run("pytest", "-m", "not slow and not browser", *session.posargs)
+    session.run("pytest", "-m", "not slow and not browser and not multinode", *session.posargs)
 
 
 @contextlib.contextmanager
@@ -69,14 +69,16 @@ def test_cluster(session: nox.Session) -> Iterator[str]:
 
 @nox.session
 def cluster(session: nox.Session) -> None:
-    """The tests marked `slurm` on a real single-host SLURM.
+    """The tests marked `slurm` on a real single-host SLURM, and those marked `multinode` on a
+    two-node SLURM with its own network (tests/cluster/slurm2.sh, started and torn down by
+    the tests themselves).
 
     Needs root on a Debian-like machine: tests/cluster/slurm.sh installs slurm-wlm, munge,
     slurmdbd and mariadb-server when missing. `nox -s cluster -- -k kill` picks tests.
     """
     install_suite(session, "[dev,slurm]")
     with test_cluster(session):
-        session.run("pytest", "-m", "slurm", "-rs", *session.posargs)
+        session.run("pytest", "-m", "slurm or multinode", "-rs", *session.posargs)
 
 
 @nox.session
@@ -110,10 +112,12 @@ def stress(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff lint and format check."""
-    session.install("ruff==0.17.6")  # pinned: formatting differs across releases
+    """ruff lint and format check; the layers of README's Code layout (import-linter)."""
+    session.install("ruff==0.17.6", "import-linter==2.17")  # pinned: formatting differs
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    # Contracts in pyproject.toml; the packages are read from this tree, not installed.
+    session.run("lint-imports", env={"PYTHONPATH": os.getcwd()})
 
 
 @nox.session

@@ -2,7 +2,8 @@
 
 The training loop (rank 0) and the sweep report events to ``current()``, a ``Reporter``:
 
-* ``sweep_started(label, total, done)`` once per sweep, ``run_finished(run_id, status, detail)``
+* ``sweep_started(label, total, done, costs)`` once per sweep (``costs``: each run to do's
+  expected cost, for the ETA), ``run_finished(run_id, status, detail)``
   per run (the sweep reads it from the run's run.json), ``note(text)`` for news such as a run's
   SLURM job starting;
 * ``run_started(run_id, total_steps, steps_per_epoch)``, then ``run_step(step, train_loss)`` at
@@ -25,6 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -32,11 +34,24 @@ RELAY_ENV = "DPSUITE_PROGRESS_RELAY"
 STEP_LINE_INTERVAL_S = 30.0  # plain output: at most one line per interval between evaluations
 
 
+@dataclass(frozen=True)
+class RunCost:
+    """What a run is expected to cost: ``units`` of work (workers x steps, from its config) of
+    a ``shape`` (workload, mode, per-worker batch, workers) whose seconds per unit the finished
+    runs tell."""
+
+    shape: tuple
+    units: float
+
+
 class Reporter:
     """Receives progress events. This base class ignores them (used on ranks other than 0)."""
 
-    def sweep_started(self, label: str, total: int, done: int) -> None:
-        """A sweep of ``total`` runs starts; ``done`` of them are already complete."""
+    def sweep_started(
+        self, label: str, total: int, done: int, costs: Mapping[str, RunCost] | None = None
+    ) -> None:
+        """A sweep of ``total`` runs starts; ``done`` of them are already complete; ``costs``
+        holds the expected cost of each run to do (by run id)."""
 
     def run_started(self, run_id: str, total_steps: int, steps_per_epoch: int) -> None:
         pass
@@ -73,40 +88,86 @@ def _fmt(x: Any, spec: str) -> str:
 class _RunState:
     """What a reporter remembers about the run in progress and the sweep around it."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Any = time.monotonic) -> None:
+        self.clock = clock
         self.run_id = ""
         self.total_steps = 0
         self.steps_per_epoch = 1
-        self.run_t0 = time.monotonic()
         self.last_row: Mapping[str, Any] = {}
         self.sweep_total = 0
         self.sweep_done = 0
-        self.sweep_t0 = time.monotonic()
-        self.executed = 0  # runs actually trained in this sweep (for the ETA)
+        # When the run now in progress was launched: runs start one after the other, so each
+        # starts when the one before ended (its start-up, data and model building included).
+        self.launched_at = self.clock()
+        self.costs: dict[str, RunCost] = {}
+        self.measured: list[tuple[RunCost, float]] = []  # finished runs: cost, wall seconds
+        self.ended: set[str] = set()
+
+    def start_sweep(self, total: int, done: int, costs: Mapping[str, RunCost] | None) -> None:
+        self.sweep_total, self.sweep_done = total, done
+        self.launched_at = self.clock()
+        self.costs = dict(costs or {})
 
     def epochs(self) -> float:
         return self.total_steps / max(self.steps_per_epoch, 1)
 
-    def eta_s(self) -> float | None:
-        remaining = self.sweep_total - self.sweep_done
-        if not self.executed or remaining <= 0:
-            return None
-        return (time.monotonic() - self.sweep_t0) / self.executed * remaining
+    def seconds_per_unit(self, shape: tuple) -> float | None:
+        """Wall seconds per unit of work, from the finished runs most like ``shape``: of the
+        same shape, else the same workload, mode and per-worker batch, else the same
+        workload, else any."""
+        for length in (len(shape), 3, 1, 0):
+            alike = [(c, wall) for c, wall in self.measured if c.shape[:length] == shape[:length]]
+            units = sum(c.units for c, _ in alike)
+            if alike and units > 0:
+                return sum(wall for _, wall in alike) / units
+        return None
 
-    def finish_line(self, run_id: str, status: str, detail: str = "") -> str:
+    def eta_s(self) -> float | None:
+        """Seconds until the sweep ends: the expected cost of every run not yet ended (the
+        current one less the time it has run); None until a run has ended to calibrate it."""
+        remaining = self.sweep_total - self.sweep_done
+        if remaining <= 0 or not self.measured:
+            return None
+        todo = [c for run_id, c in self.costs.items() if run_id not in self.ended]
+        if not todo:  # no costs known: the mean wall time of the runs so far
+            mean = sum(wall for _, wall in self.measured) / len(self.measured)
+            return max(mean * remaining - self.current_wall(), 0.0)
+        expected = 0.0
+        for cost in todo:
+            rate = self.seconds_per_unit(cost.shape)
+            expected += cost.units * (rate or 0.0)
+        return max(expected - self.current_wall(), 0.0)
+
+    def current_wall(self) -> float:
+        return self.clock() - self.launched_at
+
+    def finish_line(self, run_id: str, status: str, detail: str = "", wall: float | None = None):
         parts = [f"{run_id}: {status}"]
         if detail:  # what the run's own record says
             parts.append(detail)
-        if status != "skipped" and run_id == self.run_id:
-            parts.append(f"({_fmt(time.monotonic() - self.run_t0, '.1f')}s)")
+        if wall is not None:
+            parts.append(f"({_fmt_duration_precise(wall)} wall)")
         return "  ".join(parts)
 
-    def count_finished(self, status: str) -> None:
-        if not self.sweep_total:
-            return
-        if status != "skipped":
+    def count_finished(self, run_id: str, status: str) -> float | None:
+        """Note a run's end; returns its wall time since launch (None for a skipped run)."""
+        if status == "skipped":
+            return None
+        now = self.clock()
+        wall = now - self.launched_at
+        self.launched_at = now
+        if run_id in self.costs and run_id not in self.ended:
+            self.measured.append((self.costs[run_id], wall))
+        elif not self.costs:
+            self.measured.append((RunCost((), 0.0), wall))
+        self.ended.add(run_id)
+        if self.sweep_total:
             self.sweep_done += 1
-            self.executed += 1
+        return wall
+
+
+def _fmt_duration_precise(seconds: float) -> str:
+    return f"{seconds:.1f}s" if seconds < 60 else _fmt_duration(seconds)
 
 
 class PlainReporter(Reporter):
@@ -122,15 +183,16 @@ class PlainReporter(Reporter):
         print(text, file=self.stream or sys.stdout, flush=True)
         self.last_line = time.monotonic()
 
-    def sweep_started(self, label: str, total: int, done: int) -> None:
-        self.state.sweep_total, self.state.sweep_done = total, done
-        self.state.sweep_t0 = time.monotonic()
+    def sweep_started(
+        self, label: str, total: int, done: int, costs: Mapping[str, RunCost] | None = None
+    ) -> None:
+        self.state.start_sweep(total, done, costs)
         self._print(f"sweep {label}: {total} runs, {done} already complete")
 
     def run_started(self, run_id: str, total_steps: int, steps_per_epoch: int) -> None:
         s = self.state
         s.run_id, s.total_steps, s.steps_per_epoch = run_id, total_steps, steps_per_epoch
-        s.run_t0, s.last_row = time.monotonic(), {}
+        s.last_row = {}
 
     def run_step(self, step: int, train_loss: float) -> None:
         if time.monotonic() - self.last_line < self.interval_s:
@@ -153,8 +215,7 @@ class PlainReporter(Reporter):
 
     def run_finished(self, run_id: str, status: str, detail: str = "") -> None:
         s = self.state
-        s.count_finished(status)
-        line = s.finish_line(run_id, status, detail)
+        line = s.finish_line(run_id, status, detail, s.count_finished(run_id, status))
         if s.sweep_total:
             eta = s.eta_s()
             line = f"[{s.sweep_done}/{s.sweep_total}] {line}"
@@ -177,7 +238,6 @@ class RichReporter(Reporter):
             Progress,
             TextColumn,
             TimeElapsedColumn,
-            TimeRemainingColumn,
         )
 
         self.state = _RunState()
@@ -187,7 +247,7 @@ class RichReporter(Reporter):
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             TextColumn("eta"),
-            TimeRemainingColumn(),
+            _eta_column(self.state),
             TextColumn("{task.fields[info]}"),
             console=console or Console(),
         )
@@ -200,19 +260,20 @@ class RichReporter(Reporter):
             self.bars.start()
             self.started = True
 
-    def sweep_started(self, label: str, total: int, done: int) -> None:
+    def sweep_started(
+        self, label: str, total: int, done: int, costs: Mapping[str, RunCost] | None = None
+    ) -> None:
         self._ensure_started()
-        self.state.sweep_total, self.state.sweep_done = total, done
-        self.state.sweep_t0 = time.monotonic()
+        self.state.start_sweep(total, done, costs)
         self.sweep_task = self.bars.add_task(
-            f"sweep {label}", total=total, completed=done, info="runs"
+            f"sweep {label}", total=total, completed=done, info="runs", sweep=True
         )
 
     def run_started(self, run_id: str, total_steps: int, steps_per_epoch: int) -> None:
         self._ensure_started()
         s = self.state
         s.run_id, s.total_steps, s.steps_per_epoch = run_id, total_steps, steps_per_epoch
-        s.run_t0, s.last_row = time.monotonic(), {}
+        s.last_row = {}
         if self.run_task is not None:
             self.bars.remove_task(self.run_task)
         self.run_task = self.bars.add_task(run_id, total=total_steps, info="steps")
@@ -238,9 +299,9 @@ class RichReporter(Reporter):
 
     def run_finished(self, run_id: str, status: str, detail: str = "") -> None:
         s = self.state
-        s.count_finished(status)
+        wall = s.count_finished(run_id, status)
         self._ensure_started()
-        self.bars.console.print(s.finish_line(run_id, status, detail), markup=False)
+        self.bars.console.print(s.finish_line(run_id, status, detail, wall), markup=False)
         if self.sweep_task is not None and status != "skipped":
             self.bars.advance(self.sweep_task)
         if self.run_task is not None and run_id == s.run_id:
@@ -255,6 +316,23 @@ class RichReporter(Reporter):
         if self.started:
             self.bars.stop()
             self.started = False
+
+
+def _eta_column(state: _RunState) -> Any:
+    """The bars' ETA: the sweep's from the expected cost of its runs still to end (counting
+    down between runs), a run's from its steps per second."""
+    from rich.progress import TimeRemainingColumn
+    from rich.text import Text
+
+    class EtaColumn(TimeRemainingColumn):
+        def render(self, task: Any) -> Text:
+            if not task.fields.get("sweep"):
+                return super().render(task)
+            eta = state.eta_s()
+            shown = "-:--:--" if eta is None else time.strftime("%H:%M:%S", time.gmtime(eta))
+            return Text(shown.removeprefix("0"), style="progress.remaining")
+
+    return EtaColumn()
 
 
 class RelayClient(Reporter):

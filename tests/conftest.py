@@ -28,6 +28,19 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(config, items):
+    """The two-node cluster tests run only when asked for (`-m multinode`, `nox -s cluster`):
+    bringing up two nodes and killing one is no part of a default run."""
+    if "multinode" in (config.option.markexpr or ""):
+        return
+    skip = pytest.mark.skip(reason="two-node cluster test: run with -m multinode (nox -s cluster)")
+    for item in items:
+        if "multinode" in item.keywords:
+            item.add_marker(skip)
+
+
 SMALL = ["workload.num_samples=2000"]
 
 

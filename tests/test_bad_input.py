@@ -18,6 +18,8 @@ CASES = [
     (["workload.base_lr=0"], "workload.base_lr must be > 0"),
     (["workload.base_lr=-0.1"], "workload.base_lr must be > 0"),
     (["train.epochs=0"], "train.epochs must be an integer >= 1"),
+    (["train.target_evals=0"], "train.target_evals must be an integer >= 1"),
+    (["lr_rule=power", "lr_rule.peak_lr=-1"], "lr_rule.peak_lr must be > 0"),
     (["mode=async"], "mode must be one of"),
     (["backend=nccl"], "backend=nccl needs device=cuda"),
     (["schedule.name=exp"], "schedule.name must be one of"),

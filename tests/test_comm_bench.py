@@ -191,8 +191,13 @@ def test_unwritable_results_dir(dpsuite, tmp_path, capsys):
 
 
 def test_memory_check_counts_each_collectives_buffers_and_the_hosts_ranks(tmp_path, monkeypatch):
+    from suite.runtime import host_memory
+
+    # Room for 2 ranks of 256 MiB + 40 MiB each, and each rank's process as measured here.
+    process = host_memory.rank_footprint()
+    available_kib = (2 * (296 * 2**20 + process) + 2**20) // 1024
     meminfo = tmp_path / "meminfo"
-    meminfo.write_text("MemTotal:  4194304 kB\nMemAvailable:  1048576 kB\n")  # 1 GiB
+    meminfo.write_text(f"MemTotal:  {4 * available_kib} kB\nMemAvailable:  {available_kib} kB\n")
     monkeypatch.setattr(comm_bench, "MEMINFO", meminfo)
 
     def bench(collective: str, sizes: str, workers: int = 2):
@@ -200,8 +205,8 @@ def test_memory_check_counts_each_collectives_buffers_and_the_hosts_ranks(tmp_pa
             workers, sizes, 2, "fp32", 0, 1, "gloo", str(tmp_path), None, collectives=collective
         )
 
-    assert bench("all_reduce", "256M").sizes == (2**28,)  # 2 x (256 + 40) MiB fit
-    with pytest.raises(UserError, match=r"all_to_all needs 552\.0 MiB per rank x 2 ranks"):
+    assert bench("all_reduce", "256M").sizes == (2**28,)  # 2 x (256 + 40 MiB + process) fit
+    with pytest.raises(UserError, match=r"all_to_all needs 552\.0 MiB per rank \+ .* MiB for its"):
         bench("all_reduce,all_to_all", "1K:256M")  # 2 x 256 MiB buffers on each rank
     with pytest.raises(UserError, match="x 4 ranks on this host"):
         bench("all_reduce", "256M", workers=4)

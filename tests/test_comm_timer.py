@@ -5,12 +5,12 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite.engine import distributed as dd
-from suite.engine.distributed import Ranks
-from suite.engine.precision import Precision
 from suite.measure.calibration import time_without_sync
 from suite.measure.comm_timer import CommTimer, union_length
 from suite.measure.step_timer import StepTimer
+from suite.optim.precision import Precision
+from suite.runtime import distributed as dd
+from suite.runtime.distributed import Ranks
 
 
 def test_union_length_counts_overlap_once():

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from suite.analysis.report import critical_batch as cb
-from suite.analysis.report.findings import knee_text, ratio_text
+from suite.analysis.report.findings import knee_text
 
 NAN = math.nan
 INF = math.inf
@@ -100,32 +100,21 @@ def prediction(batch: float, low: float | None = 120.0, high: float | None = 900
 
 
 def test_predicted_over_found_for_each_kind_of_knee():
-    pred = prediction(400.0)
     interpolated = cb.Knee(32, 400.0, within=512, batch=800.0, beyond=1024)
-    assert cb.predicted_over_found(pred, interpolated) == (0.5, 0.5)
+    assert cb.predicted_over_found(400.0, interpolated) == (0.5, 0.5)
     bracketed = cb.Knee(32, 400.0, within=512, beyond=1024, unreached=1024, room=8.0)
-    assert cb.predicted_over_found(pred, bracketed) == (400 / 1024, 400 / 512)
+    assert cb.predicted_over_found(400.0, bracketed) == (400 / 1024, 400 / 512)
     above = cb.Knee(32, 400.0, within=2048)
-    assert cb.predicted_over_found(pred, above) == (0.0, 400 / 2048)
+    assert cb.predicted_over_found(400.0, above) == (0.0, 400 / 2048)
     short = cb.Knee(32, 400.0, within=512, unreached=1024, room=1.5)
-    assert cb.predicted_over_found(pred, short) is None
+    assert cb.predicted_over_found(400.0, short) is None
 
 
-def test_ratio_sentence_judges_by_an_order_of_magnitude():
-    knee = cb.Knee(32, 400.0, within=512, batch=800.0, beyond=1024)
-    assert ratio_text(prediction(400.0), knee) == (
-        "predicted / found = 0.5 (within an order of magnitude, as McCandlish et al. report)"
-    )
-    assert ratio_text(prediction(40.0), knee) == (
-        "predicted / found = 0.05 (more than an order of magnitude apart; McCandlish et al. "
-        "report agreement within one)"
-    )
-    assert ratio_text(prediction(400.0), knee, verdict=False) == "predicted / found = 0.5"
-    assert ratio_text(prediction(400.0), cb.Knee(32, 400.0, within=2048)) == (
-        "predicted / found < 0.2"
-    )
-    short = cb.Knee(32, 400.0, within=512, unreached=1024, room=1.5)
-    assert ratio_text(prediction(400.0), short) == ""
+def test_the_knee_the_noise_scale_predicts_is_b_noise_plus_twice_b0():
+    # S = S_min (1 + Bn/B): S(B) B / (S(B0) B0) = (B + Bn) / (B0 + Bn); = 2 at B = Bn + 2 B0
+    assert cb.predicted_knee(310.0, 32) == 374.0
+    s = [1 + 310 / b for b in (32, 374)]
+    assert s[1] * 374 / (s[0] * 32) == pytest.approx(2.0)
 
 
 # ---- the knee in words -------------------------------------------------------------------------
@@ -154,7 +143,8 @@ def test_knee_sentences():
         "steps, so no batch could leave 2×: this budget cannot measure the knee"
     )
     assert knee_text(cb.Knee(32, 400.0, within=2048)) == (
-        HEAD + "the largest batch measured (2048), with room in the budget to leave it: the "
+        HEAD.removesuffix("batch ") + "the largest batch measured (2048), with room in the "
+        "budget to leave it: the "
         "knee lies above 2048"
     )
 

@@ -3,7 +3,9 @@ with pandas, TensorBoard's own event reader and W&B's offline run files; all off
 
 from __future__ import annotations
 
+import json
 import shutil
+import struct
 import sys
 from pathlib import Path
 
@@ -103,6 +105,67 @@ def test_wandb_offline_runs(dpsuite, tree, tmp_path, monkeypatch):
         (blob,) = [b for b in blobs if run_id.encode() in b]
         for name in (group, "epochs/eval_acc", "final_eval_acc", "lr_rule", "xeon-2core-cpu"):
             assert name.encode() in blob, name
+
+
+def wandb_records(path: Path):
+    """The records of a W&B run file (its LevelDB-style log of protobuf records: 32 KiB
+    blocks, each record chunk with a 7-byte header; chunk kinds full, first, middle, last)."""
+    from wandb.proto import wandb_internal_pb2
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B"
+    block, header = 32768, 7
+    pos, pending = 7, b""
+    while pos + header <= len(data):
+        if block - pos % block < header:  # a block's tail too short for a header is padding
+            pos += block - pos % block
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + header])
+        if kind == 0:
+            break
+        pending += data[pos + header : pos + header + length]
+        pos += header + length
+        if kind in (1, 4):  # full, or the last chunk of a record
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            pending = b""
+            yield record
+
+
+def wandb_config(run_dir: Path) -> dict:
+    config = {}
+    for record in wandb_records(next(run_dir.glob("run-*.wandb"))):
+        kind = record.WhichOneof("record_type")
+        if kind in ("run", "config"):
+            items = record.run.config.update if kind == "run" else record.config.update
+            config.update({i.key: json.loads(i.value_json) for i in items})
+    return config
+
+
+def test_wandb_config_keeps_the_nested_config(dpsuite, tree, tmp_path, monkeypatch):
+    """Every key of the composed config, nested groups included, read back from the offline
+    run as a dotted key with its value; W&B filters on these."""
+    pytest.importorskip("wandb", reason="the [wandb] extra is not installed")
+    from suite.results.export.tree import flatten
+
+    monkeypatch.setenv("WANDB_CACHE_DIR", str(tmp_path / "wandb-cache"))
+    out = tmp_path / "wb"
+    assert dpsuite("export", "wandb", str(tree), "--out", str(out)) == 0
+    for group, run_id in RUNS.items():
+        record = results.read_json(tree / group / run_id / "run.json")
+        (run_dir,) = [
+            d
+            for d in (out / "wandb").glob("offline-run-*")
+            if wandb_config(d).get("run_id") == run_id
+        ]
+        config = wandb_config(run_dir)
+        for key in ("workload.num_samples", "workload.base_lr", "lr_rule.name", "batch.per_worker"):
+            assert key in config, key
+        if record["config"]["lr_rule"]["name"] == "linear_warmup":
+            assert config["lr_rule.warmup_epochs"] == record["config"]["lr_rule"]["warmup_epochs"]
+        expected = flatten(record["config"])
+        assert {k: config[k] for k in expected} == expected
+        assert config["global_batch"] == record["global_batch"]
 
 
 def test_a_copied_run_is_not_exported_twice(dpsuite, tree):

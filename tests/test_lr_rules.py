@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from suite.engine.lr_rules import LRPlan, peak_lr, schedule_factor
+from suite.optim.lr_rules import RULES, LRPlan, exponent_of, peak_lr, schedule_factor
 
 
 def plan(rule: str, batch: int, **kw) -> LRPlan:
@@ -59,10 +59,23 @@ def test_warmup_only_goes_up():
     assert p.warmup_steps == 0 and p.lr_at(0) == pytest.approx(0.025)
 
 
-@pytest.mark.parametrize("rule", ["naive", "linear", "linear_warmup", "sqrt"])
+@pytest.mark.parametrize("name", list(RULES))
+def test_every_rule_reaches_its_stated_peak_after_its_warmup(name):
+    """The registry's contract: peak = base_lr x k ** exponent, reached after warmup from base_lr
+    for a rule that warms up, at once otherwise, and never exceeded."""
+    p = plan(name, 512, warmup_epochs=1, exponent=0.75)  # the exponent: the power rule's
+    peak = 0.1 * 16 ** exponent_of(name, 0.75)
+    assert p.peak == pytest.approx(peak)
+    assert p.warmup_steps == (100 if RULES[name].warms_up and peak > 0.1 else 0)
+    assert p.lr_at(0) == pytest.approx(0.1 if p.warmup_steps else peak)
+    assert p.lr_at(p.warmup_steps) == pytest.approx(peak)
+    assert max(p.lr_at(s) for s in range(1000)) == pytest.approx(peak)
+
+
+@pytest.mark.parametrize("rule", list(RULES))
 def test_at_the_base_batch_every_rule_is_the_small_batch_recipe(rule):
     recipe = plan("naive", 32, schedule="cosine")
-    p = plan(rule, 32, warmup_epochs=1, schedule="cosine")
+    p = plan(rule, 32, warmup_epochs=1, schedule="cosine", exponent=0.75)  # power's exponent
     assert [p.lr_at(s) for s in range(0, 1000, 50)] == [recipe.lr_at(s) for s in range(0, 1000, 50)]
 
 
@@ -112,3 +125,20 @@ def test_lars_rule_warms_up_then_decays_polynomially():
     assert p.lr_at(100) == pytest.approx(0.4)
     assert p.lr_at(550) == pytest.approx(0.4 * 0.25)  # (1 - 0.5) ** 2
     assert p.lr_at(1000) == pytest.approx(0.0)
+
+
+def test_an_absolute_peak_lr_is_the_same_at_every_batch_and_warms_up_from_the_base_lr_only():
+    assert peak_lr("power", 0.1, 32, 512, 0.5, absolute=0.4) == 0.4
+    assert peak_lr("power", 0.1, 32, 32, 0.5, absolute=0.05) == 0.05
+
+    def plan(peak: float) -> LRPlan:
+        return LRPlan(
+            "power", 0.1, 32, 64, steps_per_epoch=10, total_steps=100, warmup_epochs=1.0,
+            schedule="constant", exponent=0.5, absolute_peak=peak,
+        )  # fmt: skip
+
+    up = plan(0.4)  # above the base LR: 10 steps from 0.1 to 0.4, 0.03 a step
+    assert up.warmup_steps == 10 and up.lr_at(0) == 0.1 and up.lr_at(5) == pytest.approx(0.25)
+    assert up.lr_at(10) == 0.4
+    below = plan(0.05)  # below it: no warmup, the peak from the first step
+    assert below.warmup_steps == 0 and below.lr_at(0) == 0.05

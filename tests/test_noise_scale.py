@@ -5,21 +5,17 @@ import pytest
 import torch
 
 from suite import results
-from suite.engine.distributed import Ranks
-from suite.engine.precision import Precision
-from suite.engine.replicas import (
-    LocalGradientRecorder,
-    RankReplicas,
-    SimulatedReplicas,
-    half_batch_norms,
-    simulated_step,
-)
+from suite.engine.replicas import RankReplicas, SimulatedReplicas, simulated_step
 from suite.measure.noise_scale import (
+    LocalGradientRecorder,
     NoiseScaleMeter,
     PooledEstimate,
+    half_batch_norms,
     piece_batches,
     unbiased_estimates,
 )
+from suite.optim.precision import Precision
+from suite.runtime.distributed import Ranks
 from suite.sync import STRATEGIES, SyncConfig, SyncStrategy
 from tests.conftest import SMALL, only_run, read_params, read_run
 

@@ -1,10 +1,12 @@
 """`dpsuite predict`: fitted to a results tree and validated, planned on a profile, bad input."""
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 
 from suite import results
-from suite.analysis.scaling import collectives
+from suite.analysis.scaling import allreduce_cost
 from suite.analysis.scaling.compute import ComputeModel
 from suite.analysis.scaling.fit import fit_topology
 from suite.analysis.scaling.model import MIB, ScalingModel
@@ -14,15 +16,19 @@ from tests import report_trees as trees
 LINK = Link(20e-6, 1.2e9)  # 20 us per hop, 1.2 GB/s
 PARAMS = 11_000_000  # two 25 MiB buckets of fp32 gradients
 TRUTH = ScalingModel(
-    Topology(LINK), ComputeModel(0.001, 2e-5), grad_bytes=4 * PARAMS, bucket_bytes=25 * MIB
+    Topology(LINK),
+    ComputeModel(0.001, 2e-5),
+    grad_bytes=4 * PARAMS,
+    bucket_bytes=25 * MIB,
+    library=allreduce_cost.Library(backend="gloo"),  # the runs' backend: a ring, as PyTorch's
 )
 
 
-def write_bench(root, world: int = 2) -> None:
+def write_bench(root, world: int = 2, truth: ScalingModel = TRUTH, per_host: int | None = None):
     sizes = [2**k for k in range(10, 29, 2)]
     rows = []
     for size in sizes:
-        t = collectives.ring_s(TRUTH.topology, size, world)
+        t = allreduce_cost.ring_s(truth.topology, size, world)
         rows.append(
             {
                 "size_bytes": size,
@@ -38,7 +44,7 @@ def write_bench(root, world: int = 2) -> None:
         "bench_id": f"bench-w{world}",
         "world_size": world,
         "backend": "gloo",
-        "hardware": {**trees.hardware("box-a", "box-a"), "workers_per_host": world},
+        "hardware": {**trees.hardware("box-a", "box-a"), "workers_per_host": per_host or world},
     }
     results.write_comm_bench(root / "comm_bench" / f"bench-w{world}", meta, rows)
 
@@ -73,6 +79,30 @@ def test_fitted_to_runs_the_model_predicts_what_it_was_fitted_on(dpsuite, tmp_pa
     model = pd.read_csv(out / "models.csv").iloc[0]
     assert model["intra_latency_us"] == pytest.approx(20, rel=1e-6)
     assert model["bucket_bytes"] == 25 * MIB and model["grad_bytes"] == 4 * PARAMS
+
+
+def test_the_inter_node_part_is_validated_against_runs_across_nodes(dpsuite, tmp_path):
+    # Two hosts of 2 ranks: the network 10x slower than the link inside a host.
+    truth = replace(TRUTH, topology=Topology(LINK, Link(50e-6, 0.12e9), gpus_per_node=2))
+    root, out = tmp_path / "res", tmp_path / "pred"
+    write_bench(root, 2, truth)
+    write_bench(root, 4, truth, per_host=2)
+    for workers in (1, 2, 4):
+        step = truth.step_s(workers, trees.PER_WORKER)
+        run = trees.write_run(
+            root, workers=workers, samples_per_s=workers * trees.PER_WORKER / step
+        )
+        rec = results.read_json(run / "run.json")
+        rec.update(num_params=PARAMS, bucket_cap_mb=25.0)
+        results.write_json_atomic(run / "run.json", rec)
+    assert dpsuite("predict", str(root), "--workers", "1,2,4,8", "--out", str(out)) == 0
+    validation = pd.read_csv(out / "validation.csv").set_index("workers")
+    assert validation["error_pct"].abs().max() < 1e-3  # at 4 workers: across the network
+    model = pd.read_csv(out / "models.csv").iloc[0]
+    assert model["inter_latency_us"] == pytest.approx(50, rel=1e-3)
+    assert model["inter_bandwidth_GBps"] == pytest.approx(0.12, rel=1e-3)
+    pred = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert list(pred["nodes"]) == [1, 1, 2, 4]
 
 
 def test_only_all_reduce_benchmarks_fit_the_links(tmp_path):
@@ -125,6 +155,77 @@ def test_planning_from_a_single_gpu_throughput(dpsuite, tmp_path):
     assert 0.7 < pred.loc[128, "efficiency"] < 0.85  # VGG-16 on 25 Gbit/s: network-bound
 
 
+VGG_ON_HOROVOD = (
+    "predict", "--profile", "horovod-pascal-25gbe", "--params", "138.4e6",
+    "--samples-per-s", "154", "--batch", "64", "--bucket-mb", "64",
+)  # fmt: skip
+
+
+def test_any_worker_counts_against_any_baseline(dpsuite, tmp_path):
+    out = tmp_path / "pred"
+    args = ("--workers", "8,16,96", "--baseline-workers", "8", "--out", str(out))
+    assert dpsuite(*VGG_ON_HOROVOD, *args) == 0
+    pred = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert list(pred.index) == [8, 16, 96]  # 96 is not a power of two
+    assert pred.loc[8, "efficiency"] == pytest.approx(1.0)
+    assert (pred["baseline_workers"] == 8).all() and pred.loc[96, "nodes"] == 24
+    assert dpsuite(*VGG_ON_HOROVOD, "--max-workers", "96", "--out", str(out)) == 0
+    assert pd.read_csv(out / "predictions.csv")["workers"].tolist()[-2:] == [64, 96]
+
+
+def test_library_options_choose_the_algorithms(dpsuite, tmp_path, capsys):
+    out = tmp_path / "pred"
+    workers = ("--workers", "512", "--out", str(out))
+    assert dpsuite(*VGG_ON_HOROVOD, "--library", "horovod", *workers) == 0
+    assert "algorithms ring, tree, hierarchical" in capsys.readouterr().out
+    assert dpsuite(*VGG_ON_HOROVOD, "--nccl-version", "2.3", *workers) == 0
+    assert pd.read_csv(out / "predictions.csv")["algorithm"].tolist() == ["ring"]
+    assert dpsuite(*VGG_ON_HOROVOD, "--algorithms", "ring", *workers) == 0
+    assert pd.read_csv(out / "predictions.csv")["algorithm"].tolist() == ["ring"]
+
+
+def test_gradient_dtype_and_a_measured_node_efficiency(dpsuite, tmp_path, capsys):
+    out = tmp_path / "pred"
+    assert dpsuite(*VGG_ON_HOROVOD, "--workers", "1,128", "--out", str(out)) == 0
+    assert "bound (at most" in capsys.readouterr().out
+    fp32 = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert (
+        dpsuite(*VGG_ON_HOROVOD, "--workers", "1,128", "--grad-dtype", "bf16", "--out", str(out))
+        == 0
+    )
+    bf16 = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert bf16.loc[128, "comm_s"] == pytest.approx(fp32.loc[128, "comm_s"] / 2, rel=0.05)
+    node = ("--measured-node-efficiency", "0.9", "--workers", "1,4,128", "--out", str(out))
+    assert dpsuite(*VGG_ON_HOROVOD, *node) == 0
+    assert (
+        "an efficiency estimate; measured terms: compute, node efficiency"
+        in capsys.readouterr().out
+    )
+    pred = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert pred.loc[4, "efficiency"] == pytest.approx(0.9)  # the profile's 4 GPUs per node
+    assert pred.loc[128, "efficiency"] < fp32.loc[128, "efficiency"]
+    assert (pred["prediction"] == "estimate").all()
+
+
+def test_a_node_efficiency_measured_in_a_results_tree_is_carried_beyond_the_node(dpsuite, tmp_path):
+    root, node, out = tmp_path / "res", tmp_path / "node", tmp_path / "pred"
+    write_runs(root)
+    write_bench(root)
+    one = TRUTH.step_s(1, trees.PER_WORKER)
+    measured = TRUTH.efficiency(2, trees.PER_WORKER) / 2  # half what communication explains
+    for workers, efficiency in ((1, 1.0), (2, measured)):
+        speed = workers * efficiency * trees.PER_WORKER / one
+        trees.write_run(node, workers=workers, samples_per_s=speed)
+    args = ("--node-efficiency-from", str(node), "--workers", "1,2,4", "--out", str(out))
+    assert dpsuite("predict", str(root), *args) == 0
+    pred = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert pred.loc[2, "efficiency"] == pytest.approx(measured, rel=1e-3)
+    assert pred.loc[2, "overhead_s"] > 0
+    assert pred.loc[4, "overhead_s"] == pytest.approx(pred.loc[2, "overhead_s"])
+    assert "node efficiency" in pred.loc[4, "measured_terms"]
+    assert dpsuite("predict", str(root), *args, "--measured-node-efficiency", "0.9") == 2
+
+
 def test_flops_per_sample_is_never_guessed(dpsuite, tmp_path, capsys):
     root = tmp_path / "res"
     write_runs(root)  # runs without a FLOP count
@@ -140,8 +241,9 @@ def test_flops_per_sample_is_never_guessed(dpsuite, tmp_path, capsys):
 def test_published_table(dpsuite, capsys):
     assert dpsuite("predict", "--published") == 0
     out = capsys.readouterr().out
-    assert out.startswith("| result | hardware | GPUs | published | predicted | points |")
-    assert "| Horovod, VGG-16, 512 GPUs | `horovod-pascal-25gbe` | 512 | 68 % |" in out
+    assert out.startswith("| result | hardware | GPUs | published | predicted | points | terms |")
+    assert "| Horovod, VGG-16, 512 GPUs | `horovod-pascal-25gbe` | 512 | 68.0 % |" in out
+    assert "torch-ddp on nccl 2.8.4: ring; 161 tensors, DDP buckets; bound |" in out
 
 
 @pytest.mark.parametrize(
@@ -187,6 +289,17 @@ def test_published_table(dpsuite, capsys):
             "has no peak for fp8",
         ),  # fmt: skip
         (("predict", "--batch", "0"), "--batch and --max-workers must be >= 1"),
+        ((*VGG_ON_HOROVOD, "--workers", "8,x"), "--workers: comma-separated whole numbers"),
+        ((*VGG_ON_HOROVOD, "--workers", "0,8"), "worker counts must be >= 1"),
+        ((*VGG_ON_HOROVOD, "--baseline-workers", "0"), "--baseline-workers must be >= 1"),
+        ((*VGG_ON_HOROVOD, "--algorithms", "hierarchical"), "hierarchical not available"),
+        ((*VGG_ON_HOROVOD, "--algorithms", "butterfly"), "unknown algorithm butterfly"),
+        ((*VGG_ON_HOROVOD, "--nccl-version", "two"), "not a version"),
+        ((*VGG_ON_HOROVOD, "--grad-dtype", "int8"), "invalid choice: 'int8'"),
+        ((*VGG_ON_HOROVOD, "--measured-node-efficiency", "1.5"), "must be in (0, 1]"),
+        ((*VGG_ON_HOROVOD, "--node-workers", "8"), "goes with --measured-node-efficiency"),
+        ((*VGG_ON_HOROVOD, "--node-efficiency-from", "{tmp}"), "give --workload"),
+        ((*VGG_ON_HOROVOD, "--node-efficiency-from", "{tmp}/nope"), "results directory not found"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(dpsuite, tmp_path, capsys, args, message):

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from suite import results
 from suite.conf.compose import check_overrides
 from suite.errors import UserError
+from tests.test_results import consistent_record
 
 KEYS = [
     "workers",
@@ -76,10 +77,14 @@ def test_random_overrides_validate_or_fail_with_one_line(tmp_path, pairs):
         assert message and "\n" not in message and "Traceback" not in message
 
 
-def write_tree(root):
-    for name, status in (("good", "complete"), ("victim", "complete")):
-        w = results.RunWriter(root / name)
-        w.start({"run_id": name, "workload": "mnist1d_mlp", "workers": 1})
+def write_tree(root) -> dict[str, str]:
+    """Two trusted runs, "good" and "victim"; their run ids by name."""
+    ids = {}
+    for seed, (name, status) in enumerate((("good", "complete"), ("victim", "complete"))):
+        record = consistent_record(seed)
+        ids[name] = record["run_id"]
+        w = results.RunWriter(root / ids[name])
+        w.start(record)
         for e in range(3):
             w.append_epoch(
                 {
@@ -100,6 +105,7 @@ def write_tree(root):
             ]
         )
         w.finish(status, metrics={"samples_per_s": 100.0})
+    return ids
 
 
 DAMAGE = st.sampled_from(["truncate", "garbage", "flip"])
@@ -114,8 +120,8 @@ DAMAGE = st.sampled_from(["truncate", "garbage", "flip"])
 )
 def test_damaged_files_warn_and_the_rest_loads(tmp_path_factory, name, damage, cut, junk):
     root = tmp_path_factory.mktemp("tree")
-    write_tree(root)
-    target = root / "victim" / name
+    ids = write_tree(root)
+    target = root / ids["victim"] / name
     data = target.read_bytes()
     if damage == "truncate":
         data = data[: cut % max(len(data), 1)]
@@ -129,17 +135,17 @@ def test_damaged_files_warn_and_the_rest_loads(tmp_path_factory, name, damage, c
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         frame = results.load(root)
-        epochs = {r: results.load_epochs(root / r) for r in ("good", "victim")}
-        steps = {r: results.load_steps(root / r) for r in ("good", "victim")}
+        epochs = {r: results.load_epochs(root / ids[r]) for r in ("good", "victim")}
+        steps = {r: results.load_steps(root / ids[r]) for r in ("good", "victim")}
     messages = [str(w.message) for w in caught]
-    assert "good" in set(frame["run_id"])
+    assert ids["good"] in set(frame["run_id"])
     assert len(epochs["good"]) == 3 and len(steps["good"]) == 5
-    assert not any("good" in m for m in messages)
-    if name == "run.json" and "victim" not in set(frame.get("run_id", [])):
-        assert any("victim/run.json" in m for m in messages)
+    assert not any(ids["good"] in m for m in messages)
+    if name == "run.json" and ids["victim"] not in set(frame.get("run_id", [])):
+        assert any(f"{ids['victim']}/run.json" in m for m in messages)
     rows_left = data.decode("utf-8", "replace").strip().count("\n")  # 0: header (or less) only
     if name == "epochs.csv" and epochs["victim"].empty and rows_left > 0:
-        assert any("victim/epochs.csv" in m for m in messages)
+        assert any(f"{ids['victim']}/epochs.csv" in m for m in messages)
     assert isinstance(epochs["victim"], pd.DataFrame)
 
 

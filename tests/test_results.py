@@ -1,4 +1,3 @@
-import json
 import os
 import socket
 
@@ -9,17 +8,19 @@ from suite import results
 from suite.errors import ResultsWriteError
 
 
-def record(run_id: str, status: str = "complete", **extra) -> dict:
-    return {
-        "run_id": run_id,
-        "status": status,
-        "workload": "mnist1d_mlp",
-        "workers": 2,
-        "metrics": {"samples_per_s": 10.0, "final_eval_acc": 0.9},
-        "hardware": {"tag": "box", "cpu": "x"},
-        "config": {"a": 1},
-        **extra,
-    }
+def put(root, seed: int, status: str = "complete", **extra) -> str:
+    """Write a trusted run.json (its config hashes to its id) below ``root``; its run id."""
+    rec = consistent_record(seed)
+    rec.update(
+        status=status,
+        metrics={"samples_per_s": 10.0, "final_eval_acc": 0.9},
+        hardware={"tag": "box", "cpu": "x"},
+    )
+    rec.update(extra)
+    rec["config"]["a"] = 1
+    rec["run_id"] = results.make_run_id(rec, results.run_identity(rec["config"], 2, 64))
+    results.write_json_atomic(root / rec["run_id"] / "run.json", rec)
+    return rec["run_id"]
 
 
 def test_writer_lifecycle(tmp_path):
@@ -37,13 +38,12 @@ def test_writer_lifecycle(tmp_path):
 
 
 def test_load_flattens_and_skips_corrupt(tmp_path):
-    results.write_json_atomic(tmp_path / "a" / "run.json", record("a"))
-    results.write_json_atomic(tmp_path / "b" / "run.json", record("b", status="diverged"))
+    ids = [put(tmp_path, 0), put(tmp_path, 1, status="diverged")]
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "run.json").write_text('{"run_id": "c", "sta')  # truncated
     with pytest.warns(UserWarning, match="c/run.json"):
         frame = results.load(tmp_path)
-    assert sorted(frame["run_id"]) == ["a", "b"]
+    assert sorted(frame["run_id"]) == sorted(ids)
     assert {"samples_per_s", "final_eval_acc", "hardware.tag", "config.a"} <= set(frame.columns)
     assert "config" not in frame.columns and set(frame["config.a"]) == {1}
     assert isinstance(frame, pd.DataFrame)
@@ -54,13 +54,12 @@ def test_one_column_per_quantity(tmp_path):
     also a column of its own; lists (a histogram) stay in run.json, not in column names."""
     histogram = {"wire_bytes_histogram": [[315_432, 40], [1_000, 2]]}
     measured = {"samples_per_s": 1.0, "grad_noise_scale": {"final": 9.0}, **histogram}
-    results.write_json_atomic(tmp_path / "a" / "run.json", record("a", metrics=measured))
-    none = {"samples_per_s": 1.0, "grad_noise_scale": None}
-    results.write_json_atomic(tmp_path / "b" / "run.json", record("b", metrics=none))
+    a = put(tmp_path, 0, metrics=measured)
+    b = put(tmp_path, 1, metrics={"samples_per_s": 1.0, "grad_noise_scale": None})
     frame = results.load(tmp_path).set_index("run_id")
     assert "grad_noise_scale" not in frame.columns
-    assert frame.loc["a", "grad_noise_scale.final"] == 9.0
-    assert pd.isna(frame.loc["b", "grad_noise_scale.final"])
+    assert frame.loc[a, "grad_noise_scale.final"] == 9.0
+    assert pd.isna(frame.loc[b, "grad_noise_scale.final"])
     assert not [c for c in frame.columns if "histogram" in c or "315432" in c]
 
 
@@ -104,20 +103,22 @@ def test_copied_duplicated_and_edited_runs_are_left_out(tmp_path):
 
 
 def test_epochs_and_steps_of_every_run_below_a_directory(tmp_path):
-    for name in ("r1", "r2"):
-        w = results.RunWriter(tmp_path / "sweep" / name)
-        w.start({"run_id": name})
+    names = []
+    for seed in (1, 2):
+        rec = consistent_record(seed)
+        w = results.RunWriter(tmp_path / "sweep" / rec["run_id"])
+        w.start(rec)
         w.append_epoch({"epoch": 1, "step": 10, "eval_acc": 0.5})
         w.write_steps([{"step": 3, "step_time_s": 0.1}])
+        names.append(rec["run_id"])
     epochs = results.load_epochs(tmp_path)
-    assert sorted(epochs["run_id"]) == ["r1", "r2"] and list(epochs["step"]) == [10, 10]
-    assert list(results.load_steps(tmp_path / "sweep" / "r1")["run_id"]) == ["r1"]
+    assert sorted(epochs["run_id"]) == sorted(names) and list(epochs["step"]) == [10, 10]
+    assert list(results.load_steps(tmp_path / "sweep" / names[0])["run_id"]) == names[:1]
 
 
 def test_nested_metrics_flatten_with_a_dotted_name(tmp_path):
     gns = {"final": 120.0, "mean": 80.0}
-    rec = record("a", metrics={"samples_per_s": 1.0, "grad_noise_scale": gns})
-    results.write_json_atomic(tmp_path / "a" / "run.json", rec)
+    put(tmp_path, 0, metrics={"samples_per_s": 1.0, "grad_noise_scale": gns})
     row = results.load(tmp_path).iloc[0]
     assert row["grad_noise_scale.final"] == 120.0 and row["grad_noise_scale.mean"] == 80.0
 
@@ -132,17 +133,11 @@ def test_epochs_written_before_noise_scale_columns_still_load(tmp_path):
 
 def test_stale_running_reads_as_failed(tmp_path):
     dead_pid = 2**22 + 12345  # above the default pid_max: no such process
-    results.write_json_atomic(
-        tmp_path / "x" / "run.json",
-        record("x", status="running", pid=dead_pid, host=socket.gethostname()),
-    )
-    results.write_json_atomic(
-        tmp_path / "y" / "run.json",
-        record("y", status="running", pid=os.getpid(), host=socket.gethostname()),
-    )
+    x = put(tmp_path, 0, status="running", pid=dead_pid, host=socket.gethostname())
+    y = put(tmp_path, 1, status="running", pid=os.getpid(), host=socket.gethostname())
     frame = results.load(tmp_path).set_index("run_id")
-    assert frame.loc["x", "status"] == "failed"
-    assert frame.loc["y", "status"] == "running"
+    assert frame.loc[x, "status"] == "failed"
+    assert frame.loc[y, "status"] == "running"
     assert results.load(tmp_path, include_incomplete=False).empty
 
 
@@ -173,7 +168,7 @@ def test_atomic_write_never_leaves_a_torn_file(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(json, "dump", boom)
+    monkeypatch.setattr(os, "fsync", boom)  # the disk fills while the new file is written
     with pytest.raises(ResultsWriteError, match="run.json: No space left on device"):
         results.write_json_atomic(path, {"run_id": "new"})
     assert results.read_json(path) == {"run_id": "ok"}

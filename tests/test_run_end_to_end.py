@@ -74,6 +74,10 @@ def test_two_worker_run_writes_the_contract_and_is_skipped_on_rerun(tmp_path):
     assert m["calibration_steps"] == 10 and m["compute_time_s"] > 0
     assert m["exposed_comm_s"] == pytest.approx(max(0.0, m["step_time_s"] - m["compute_time_s"]))
     assert m["comm_fraction"] == pytest.approx(m["exposed_comm_s"] / m["step_time_s"])
+    # the slowest rank's compute = the typical rank's + the wait for the slowest
+    assert 0 < m["rank_compute_time_s"] <= m["compute_time_s"] and m["straggler_wait_s"] >= 0
+    assert m["rank_compute_time_s"] + m["straggler_wait_s"] == pytest.approx(m["compute_time_s"])
+    assert sum(rec["param_numels"]) == rec["num_params"]  # DDP's buckets, for the model
     assert m["steps"] == 2 * (1600 // 64)
     assert 0.1 < m["final_eval_acc"] <= 1
     gns = m["grad_noise_scale"]  # the ranks' local gradients, measured on every 50th step
@@ -162,5 +166,6 @@ def test_one_worker_communicates_nothing_and_bf16_runs(dpsuite, tmp_path):
     assert math.isfinite(m["final_eval_loss"])
     assert m["comm_time_s"] == 0 and m["exposed_comm_s"] == 0 and m["comm_fraction"] == 0
     assert m["compute_time_s"] == m["step_time_s"] and m["calibration_steps"] == 0
+    assert m["straggler_wait_s"] == 0 and m["rank_compute_time_s"] == m["step_time_s"]
     steps = pd.read_csv(only_run(tmp_path) / "steps.csv")
     assert (steps["comm_s"] == 0).all() and (steps["comm_wait_s"] == 0).all()

@@ -11,8 +11,8 @@ from suite.conf import schema
 from suite.conf.checks import field_docs
 from suite.conf.compose import compose_config
 from suite.conf.run_spec import resolve
-from suite.engine import lr_rules
 from suite.errors import UserError
+from suite.optim import lr_rules
 from suite.results import run_identity
 from workloads import REGISTRY
 

@@ -1,16 +1,18 @@
 """The scaling model's parts: topology, all-reduce algorithms, bucket overlap, fits, profiles."""
 
 import math
+from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from suite.analysis.scaling import collectives, overlap
+from suite.analysis.scaling import allreduce_cost, overlap
 from suite.analysis.scaling.compute import ComputeModel, fit_compute_model, from_flops
 from suite.analysis.scaling.fit import fit_inter_link, fit_intra_link, fit_topology
-from suite.analysis.scaling.model import MIB, ScalingModel
+from suite.analysis.scaling.model import MIB, Overheads, ScalingModel, expected_max_factor
 from suite.analysis.scaling.profiles import load_profile, profile_names
 from suite.analysis.scaling.topology import Link, Topology
 from suite.errors import UserError
@@ -30,37 +32,93 @@ def test_ranks_fill_nodes_in_order():
     assert alone.nodes(4096) == 1 and alone.ranks_per_node(4096) == 4096
 
 
+GLOO = allreduce_cost.Library(backend="gloo")
+NCCL = allreduce_cost.Library(backend="nccl", nccl_version="2.8.4")
+
+
 def test_ring_formula_counts_inter_node_steps_and_the_slowest_link():
     # 16 ranks on 2 nodes: 30 steps, 2 of them across the network; bandwidth of the NIC.
     size = 100e6
     expected = 28 * 3e-6 + 2 * 10e-6 + 2 * 15 / 16 * size / 50e9
-    assert collectives.ring_s(DGX, size, 16) == pytest.approx(expected)
+    assert allreduce_cost.ring_s(DGX, size, 16) == pytest.approx(expected)
     # inside one node: NVLink only
-    assert collectives.ring_s(DGX, size, 8) == pytest.approx(14 * 3e-6 + 2 * 7 / 8 * size / 150e9)
+    assert allreduce_cost.ring_s(DGX, size, 8) == pytest.approx(
+        14 * 3e-6 + 2 * 7 / 8 * size / 150e9
+    )
 
 
-def test_tree_latency_is_log_depth_across_nodes():
-    size = 1024.0
-    # 4096 ranks on 512 nodes: chain of 8 inside, log2(512) = 9 levels across
-    expected = 2 * (7 * 3e-6 + 9 * 10e-6) + 2 * size / 50e9
-    assert collectives.tree_s(DGX, size, 4096) == pytest.approx(expected)
+def test_the_reduction_costs_gamma_per_byte_where_it_is_not_in_the_bandwidth():
+    cpu = Topology(Link(20e-6, 1e9), gamma=1 / 2e9)  # additions at 2 GB/s
+    size, n = 1e6, 4
+    plain = allreduce_cost.ring_s(Topology(Link(20e-6, 1e9)), size, n)
+    assert allreduce_cost.ring_s(cpu, size, n) == pytest.approx(plain + 3 / 4 * size / 2e9)
+
+
+def test_nccl_tree_uses_its_own_hop_latency_floor_log2_and_the_092_factor():
+    # A 1 GiB message (no tree correction at this size): Simple wins; 4096 ranks on 512 nodes.
+    top = Topology(Link(3e-6, 150e9, "nvlink"), Link(10e-6, 50e9, "net"), gpus_per_node=8)
+    size = 2.0**30
+    latency = 2 * (7 * 28e-6 + 9 * 28e-6)  # NCCL 2.8.4: Tree/Simple is 28 us on every link
+    expected = latency + size / (0.92 * 50e9 * 0.5)
+    assert allreduce_cost.nccl_s(top, size, 4096, "tree", ll128=False) == pytest.approx(expected)
+    # 96 GPUs = 12 nodes: floor(log2 12) = 3 levels, not ceil's 4
+    expected_96 = 2 * (7 * 28e-6 + 3 * 28e-6) + size / (0.92 * 50e9 * 0.5)
+    assert allreduce_cost.nccl_s(top, size, 96, "tree", ll128=False) == pytest.approx(expected_96)
+
+
+def test_nccl_ring_latency_and_its_plateau_across_nodes():
+    top = Topology(Link(3e-6, 150e9, "nvlink"), Link(10e-6, 50e9, "net"), gpus_per_node=8)
+    size = 2.0**30  # large: Simple, and past the plateau threshold (n / 16 x 64 KiB)
+    latency = 8.4e-6 + 28 * 3.4e-6 + 2 * 9.6e-6  # 16 ranks: 30 steps, 2 across the network
+    expected = 1.9 * latency + size / (50e9 * 16 / 30)
+    assert allreduce_cost.nccl_s(top, size, 16, "ring", ll128=False) == pytest.approx(expected)
+
+
+def test_the_algorithm_set_follows_backend_library_and_nccl_version():
+    assert allreduce_cost.Library("nccl", "2.3").algorithms() == ("ring",)  # trees from 2.4
+    assert NCCL.algorithms() == ("ring", "tree")
+    assert GLOO.algorithms() == ("ring",)  # PyTorch's ProcessGroupGloo: a ring
+    caffe2 = allreduce_cost.Library("gloo", library="caffe2")
+    assert caffe2.algorithms() == ("ring", "halving-doubling", "hierarchical")
+    assert "hierarchical" in allreduce_cost.Library("nccl", library="horovod").algorithms()
+    assert allreduce_cost.Library("nccl", only=("ring",)).algorithms() == ("ring",)
+    with pytest.raises(ValueError, match="hierarchical not available with torch-ddp on nccl"):
+        allreduce_cost.Library("nccl", only=("hierarchical",)).algorithms()
+
+
+def test_halving_doubling_for_powers_of_two_and_others():
+    assert allreduce_cost.halving_doubling_cost(8) == (6, 2 * 7 / 8, 7 / 8)
+    # 6 = 4 + 2: the 2 extra ranks fold in first and get the result back (Thakur et al. 2005)
+    assert allreduce_cost.halving_doubling_cost(6) == (2 * 2 + 2, 2 + 2 * 3 / 4, 1 + 3 / 4)
+    assert allreduce_cost.halving_doubling_cost(1) == (0.0, 0.0, 0.0)
+
+
+@given(p=st.integers(2, 5000))
+def test_a_non_power_of_two_costs_more_than_the_power_of_two_below(p):
+    lower = 1 << (p.bit_length() - 1)
+    hops, beta, gamma = allreduce_cost.halving_doubling_cost(p)
+    low_hops, low_beta, low_gamma = allreduce_cost.halving_doubling_cost(lower)
+    assert hops >= low_hops and beta >= low_beta and gamma >= low_gamma
+    assert (p == lower) == (hops == low_hops)
 
 
 def test_hierarchical_splits_into_node_phases_and_a_halving_doubling_across():
     size = 64e6
     inside = 2 * 7 * 3e-6 + 2 * 7 / 8 * size / 150e9
     across = 2 * 5 * 10e-6 + 2 * 31 / 32 * size / 50e9  # 32 nodes
-    assert collectives.hierarchical_s(DGX, size, 256) == pytest.approx(inside + across)
-    assert collectives.hierarchical_s(DGX, size, 8) == collectives.ring_s(DGX, size, 8)
+    assert allreduce_cost.hierarchical_s(DGX, size, 256) == pytest.approx(inside + across)
+    assert allreduce_cost.hierarchical_s(DGX, size, 8) == allreduce_cost.ring_s(DGX, size, 8)
 
 
 def test_fastest_algorithm_per_message_as_nccl_picks():
-    # A small bucket at 4096 ranks: the ring's 2(N-1) hops (~40 ms) lose to a log-depth tree.
-    t, name = collectives.allreduce(DGX, 25 * MIB, 4096)
-    assert name in ("tree", "hierarchical")
-    assert t < collectives.ring_s(DGX, 25 * MIB, 4096) / 10
-    assert collectives.allreduce(DGX, 25 * MIB, 8)[1] == "ring"  # one node: the ring
-    assert collectives.allreduce(DGX, 25 * MIB, 1) == (0.0, "none")
+    # A small bucket at 4096 ranks: the ring's 2(N-1) hops lose to a log-depth tree.
+    t, name = allreduce_cost.allreduce(DGX, 25 * MIB, 4096, NCCL)
+    assert name == "tree"
+    assert t < allreduce_cost.nccl_s(DGX, 25 * MIB, 4096, "ring", False) / 2
+    assert allreduce_cost.allreduce(DGX, 25 * MIB, 8, NCCL)[1] == "ring"  # one node: the ring
+    assert allreduce_cost.allreduce(DGX, 25 * MIB, 1, NCCL) == (0.0, "none")
+    ring_only = allreduce_cost.Library("nccl", only=("ring",))
+    assert allreduce_cost.allreduce(DGX, 25 * MIB, 4096, ring_only)[1] == "ring"
 
 
 @given(
@@ -71,18 +129,25 @@ def test_fastest_algorithm_per_message_as_nccl_picks():
     alpha_n=st.floats(1e-7, 1e-3),
     bw_i=st.floats(1e8, 1e12),
     bw_n=st.floats(1e8, 1e12),
+    library=st.sampled_from(
+        [
+            allreduce_cost.Library("nccl", library="horovod", nccl_ll128=True),
+            allreduce_cost.Library("gloo", library="caffe2"),
+            allreduce_cost.Library("nccl", "2.3"),
+        ]
+    ),
 )
 def test_chosen_algorithm_is_never_slower_than_any_other(
-    size, n, gpus, alpha_i, alpha_n, bw_i, bw_n
+    size, n, gpus, alpha_i, alpha_n, bw_i, bw_n, library
 ):
-    top = Topology(Link(alpha_i, bw_i), Link(alpha_n, bw_n), gpus)
-    best, name = collectives.allreduce(top, size, n)
-    times = [algo(top, size, n) for algo in collectives.ALGORITHMS.values()]
-    assert best == min(times) == collectives.ALGORITHMS[name](top, size, n)
+    top = Topology(Link(alpha_i, bw_i, "nvlink"), Link(alpha_n, bw_n, "net"), gpus)
+    best, name = allreduce_cost.allreduce(top, size, n, library)
+    times = [allreduce_cost.cost_function(library, a)(top, size, n) for a in library.algorithms()]
+    assert best == min(times) == allreduce_cost.cost_function(library, name)(top, size, n)
     assert best > 0
 
 
-# ---- bucket overlap ------------------------------------------------------------------------------
+# ---- buckets and overlap -------------------------------------------------------------------------
 
 
 def test_buckets_are_full_then_the_remainder():
@@ -91,15 +156,57 @@ def test_buckets_are_full_then_the_remainder():
     assert overlap.bucket_sizes(0.0, 25.0) == []
 
 
+@given(
+    numels=st.lists(st.integers(1, 3_000_000), min_size=1, max_size=40),
+    cap_mb=st.sampled_from([1, 4, 25]),
+)
+@settings(deadline=None)  # the first call imports torch.distributed
+def test_ddp_buckets_are_torchs_own_assignment(numels, cap_mb):
+    import torch
+    import torch.distributed as dist
+
+    params = [torch.empty(n) for n in numels]
+    # DDP rebuilds its buckets in backward order (reverse registration) with a 1 MiB first one.
+    order = list(reversed(params))
+    limits = [dist._DEFAULT_FIRST_BUCKET_BYTES, cap_mb * MIB]
+    indices, _ = dist._compute_bucket_assignment_by_size(order, limits, [False] * len(order))
+    torch_sizes = [sum(4.0 * order[i].numel() for i in bucket) for bucket in indices]
+    ours = overlap.ddp_buckets([4.0 * n for n in numels], cap_mb * MIB)
+    assert [size for size, _ in ours] == torch_sizes
+
+
+def test_a_large_tensor_is_never_split_and_its_readiness_follows_the_work():
+    # VGG-like: a huge fc layer (little work) registered last, so its gradient comes first.
+    tensors = [10e6] * 10 + [400e6]
+    work = [1.0] * 10 + [0.01]
+    buckets = overlap.ddp_buckets(tensors, 25 * MIB, work=work)
+    assert buckets[0][0] == 400e6  # its own bucket, whole
+    assert buckets[0][1] == pytest.approx(0.01 / 10.01)  # ready almost at once
+    by_bytes = overlap.ddp_buckets(tensors, 25 * MIB)
+    assert by_bytes[0][1] == pytest.approx(400 / 500)
+
+
+def test_a_tied_embedding_ready_last_is_exposed_whole():
+    # The embedding is registered first, so DDP all-reduces it last: nothing hides it.
+    tensors = [322e6] + [5e6] * 40
+    buckets = overlap.ddp_buckets(tensors, 25 * MIB)
+    last_size, last_ready = buckets[-1]
+    assert last_size >= 322e6 and last_ready == 1.0
+    comm, exposed = overlap.exposed_s(buckets, lambda size: size / 1e11, backward_s=1.0)
+    assert exposed >= 322e6 / 1e11
+
+
 def test_only_the_last_bucket_is_exposed_when_the_link_keeps_up():
     # 4 buckets of 1 s of backward each, 0.5 s to all-reduce: every one but the last is hidden.
-    comm, exposed = overlap.exposed_s([1.0] * 4, lambda size: 0.5, backward_s=4.0)
+    buckets = [(1.0, k / 4) for k in range(1, 5)]
+    comm, exposed = overlap.exposed_s(buckets, lambda size: 0.5, backward_s=4.0)
     assert (comm, exposed) == (2.0, 0.5)
 
 
 def test_a_slow_link_queues_buckets_past_the_backward_pass():
     # ready at 1, 2, 3, 4 s; 3 s each: done at 4, 7, 10, 13 -> 9 s after the backward pass
-    comm, exposed = overlap.exposed_s([1.0] * 4, lambda size: 3.0, backward_s=4.0)
+    buckets = [(1.0, k / 4) for k in range(1, 5)]
+    comm, exposed = overlap.exposed_s(buckets, lambda size: 3.0, backward_s=4.0)
     assert (comm, exposed) == (12.0, 9.0)
 
 
@@ -110,10 +217,11 @@ def test_a_slow_link_queues_buckets_past_the_backward_pass():
     backward=st.floats(1e-6, 10.0),
 )
 def test_exposed_time_lies_between_the_last_bucket_and_all_of_it(grad, bucket, per_byte, backward):
-    sizes = overlap.bucket_sizes(grad, bucket)
-    assert sum(sizes) == pytest.approx(grad)
-    comm, exposed = overlap.exposed_s(sizes, lambda s: s * per_byte, backward)
-    assert sizes[-1] * per_byte * (1 - 1e-9) <= exposed <= comm * (1 + 1e-9) + 1e-12
+    buckets = overlap.even_buckets(grad, bucket)
+    assert sum(size for size, _ in buckets) == pytest.approx(grad)
+    comm, exposed = overlap.exposed_s(buckets, lambda s: s * per_byte, backward)
+    last = buckets[-1][0] * per_byte * (1 - 1e-9) - 4e-16 * backward  # less one rounding
+    assert last <= exposed <= comm * (1 + 1e-9) + 1e-12
 
 
 # ---- compute and the whole model --------------------------------------------------------------
@@ -157,10 +265,52 @@ def test_a_big_model_on_a_slow_network_is_communication_bound():
     assert step.exposed_s > step.comm_s - model.compute.backward_s(64)
 
 
+def test_expected_maximum_of_n_draws_of_the_measured_spread():
+    samples = np.array([0.5, 1.5])  # mean 1: the max of 2 draws is 1.5 three times in four
+    assert expected_max_factor(samples, 1) == pytest.approx(1.0)
+    assert expected_max_factor(samples, 2) == pytest.approx(0.25 * 0.5 + 0.75 * 1.5)
+    assert expected_max_factor(np.ones(10), 4096) == pytest.approx(1.0)  # no spread, no wait
+    many = [expected_max_factor(samples, n) for n in (1, 2, 8, 1000)]
+    assert many == sorted(many) and many[-1] <= 1.5  # grows with N, never past the slowest step
+
+
+def test_stragglers_add_the_wait_for_the_slowest_rank_and_make_it_an_estimate():
+    spread = Overheads(step_samples=(0.9, 1.0, 1.1, 1.0))
+    base = ScalingModel(DGX, ComputeModel(0.0, 1e-3), grad_bytes=1e6)
+    jittery = replace(base, overheads=spread, measured=("compute", "straggler jitter"))
+    assert base.kind() == "bound" and jittery.kind() == "estimate"
+    step = jittery.step(64, 32)
+    assert step.wait_s == pytest.approx(
+        0.032 * (expected_max_factor(np.array(spread.step_samples), 64) - 1)
+    )
+    assert step.total_s == pytest.approx(base.step_s(64, 32) + step.wait_s)
+    assert jittery.step(1, 32).wait_s == 0.0
+    row = jittery.predict([64], 32).iloc[0]
+    assert row["prediction"] == "estimate" and "straggler jitter" in row["measured_terms"]
+
+
+def test_a_measured_node_efficiency_is_met_at_the_node_and_carried_beyond_it():
+    base = ScalingModel(DGX, ComputeModel(0.0, 1e-3), grad_bytes=100e6)
+    node = replace(base, overheads=Overheads(node_efficiency=0.85, node_workers=8))
+    assert node.efficiency(8, 256) == pytest.approx(0.85)
+    overhead = node.step(8, 256).overhead_s
+    assert overhead > 0 and node.step(64, 256).overhead_s == pytest.approx(overhead)
+    assert node.step(4, 256).overhead_s == 0.0  # below the node nothing was measured
+    assert node.efficiency(64, 256) < base.efficiency(64, 256)
+    # efficiency against one node, as papers report it
+    assert node.efficiency(8, 256, baseline=8) == pytest.approx(1.0)
+
+
+def test_gradient_dtype_halves_the_bytes_on_the_wire():
+    fp32 = ScalingModel(DGX, ComputeModel(0.0, 1e-6), grad_bytes=4 * 100e6)
+    bf16 = replace(fp32, grad_bytes=2 * 100e6, grad_element_bytes=2)
+    assert bf16.step(64, 1).comm_s < fp32.step(64, 1).comm_s
+
+
 # ---- fits ---------------------------------------------------------------------------------------
 
 
-def bench_rows(top: Topology, world: int, per_host: int, algorithm=collectives.ring_s):
+def bench_rows(top: Topology, world: int, per_host: int, algorithm=allreduce_cost.ring_s):
     sizes = [2.0**k for k in range(10, 29, 2)]
     return pd.DataFrame(
         {
@@ -181,7 +331,7 @@ def test_intra_link_recovered_from_a_one_node_comm_bench():
 
 
 def test_inter_link_recovered_from_a_two_node_run():
-    two_nodes = bench_rows(DGX, 16, 8, collectives.hierarchical_s)
+    two_nodes = bench_rows(DGX, 16, 8)  # a ring over 2 nodes, as gloo runs it
     fit = fit_inter_link(two_nodes, NVLINK)
     assert fit.latency_s == pytest.approx(IB.latency_s, rel=1e-6)
     assert fit.bandwidth_Bps == pytest.approx(IB.bandwidth_Bps, rel=1e-6)
@@ -260,3 +410,19 @@ def test_profile_links_are_in_bytes_per_second():
     v100 = load_profile("dgx1-v100").topology
     assert v100.intra.bandwidth_Bps == 150e9 and v100.inter.bandwidth_Bps == 50e9
     assert math.isclose(v100.inter.latency_s, 9.6e-6)
+
+
+def test_the_fitted_library_is_the_runs_backend_at_their_nccl_version():
+    from suite.analysis.scaling.fit import _library
+
+    def runs(**cols):
+        return pd.DataFrame({k: [v] for k, v in cols.items()})
+
+    assert _library(runs(backend="gloo")).algorithms() == ("ring",)
+    assert _library(runs(backend="nccl", **{"hardware.nccl": "2.21.5"})).algorithms() == (
+        "ring",
+        "tree",
+    )
+    assert _library(runs(backend="nccl", **{"hardware.nccl": "2.3.7"})).algorithms() == ("ring",)
+    old_torch = _library(runs(backend="nccl", **{"hardware.nccl": "2708"}))
+    assert old_torch.nccl_version == allreduce_cost.NCCL_MODEL_VERSION

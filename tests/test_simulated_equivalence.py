@@ -10,10 +10,10 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite.engine import distributed as dd
-from suite.engine.precision import Precision
 from suite.engine.replicas import has_batch_dependent_layers, simulated_step
 from suite.engine.sharding import all_worker_batches
+from suite.optim.precision import Precision
+from suite.runtime import distributed as dd
 from tests.conftest import SMALL, only_run, read_params, read_run
 from workloads import get_workload
 

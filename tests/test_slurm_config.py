@@ -7,8 +7,9 @@ import pytest
 from submitit.slurm.slurm import SlurmExecutor
 
 from suite.conf.compose import plan
-from suite.engine.distributed import ranks_from_env
 from suite.measure import fingerprint
+from suite.runtime import host
+from suite.runtime.distributed import ranks_from_env
 from suite.sweep import slurm, slurm_launcher
 
 
@@ -45,6 +46,16 @@ def test_without_exclusive_a_task_gets_cores_for_its_workers_and_threads(monkeyp
     assert "#SBATCH --cpus-per-task=3" in text
     text = script(monkeypatch, "workers=2", "hydra.launcher.tasks_per_node=2", *common)
     assert "#SBATCH --cpus-per-task=1" in text  # one rank per task
+    text = script(monkeypatch, "workers=2", "hydra.launcher.nodes=2", *common)
+    assert "#SBATCH --cpus-per-task=1" in text  # one rank per task, one task per node
+
+
+def test_a_job_waiting_for_down_nodes_is_told_from_one_waiting_for_cores():
+    down = "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority"
+    assert slurm.JobState("PENDING", down).waits_for_down_nodes
+    assert slurm.JobState("PENDING", "ReqNodeNotAvail, UnavailableNodes:dn2").waits_for_down_nodes
+    assert not slurm.JobState("PENDING", "Resources").waits_for_down_nodes
+    assert not slurm.JobState("RUNNING", down).waits_for_down_nodes
 
 
 def test_gpu_example_renders_one_task_per_gpu(monkeypatch, tmp_path):
@@ -126,7 +137,7 @@ def test_sacct_array_ranges_and_error_lines_are_read():
     ],
 )
 def test_tasks_on_this_node_from_slurm_variables(env, expected):
-    assert fingerprint.slurm_tasks_on_node(env) == expected
+    assert host.slurm_tasks_on_node(env) == expected
 
 
 SRUN_N2 = {  # what `srun -n2` sets for the second task (no SLURM_NTASKS_PER_NODE)
@@ -163,3 +174,37 @@ def test_oversubscription_is_judged_per_task_and_per_node(monkeypatch):
     assert not fingerprint.oversubscribed(2, 1, cores=2, allocated=None)
     assert fingerprint.oversubscribed(2, 1, cores=1, allocated=None)
     assert fingerprint.oversubscribed(4, 1, cores=2, allocated=2)
+
+
+# `squeue --noheader --array --states=PENDING --sort=-p,i --format=%i|%P|%Q` as SLURM prints
+# it: every pending job of every user, highest priority first; array elements one per line.
+PENDING_QUEUE = """\
+7|gpu|4294901757
+12_3|debug|4294901755
+12_4|debug|4294901755
+9|debug,long|4294901750
+12_5|debug|4294901749
+"""
+
+
+def test_queue_places_of_pending_jobs_are_read_from_squeue():
+    places = slurm.parse_queue(PENDING_QUEUE, {"12_4", "12_5", "9"})
+    assert places["12_4"] == slurm.QueuePlace(position=2, pending=4, partition="debug")
+    assert places["12_5"] == slurm.QueuePlace(position=4, pending=4, partition="debug")
+    assert places["9"] == slurm.QueuePlace(position=1, pending=1, partition="long")
+    assert "7" not in places  # someone else's job: counted, never reported
+
+
+def test_the_pending_note_says_why_and_where_the_jobs_wait():
+    states = {
+        "12_3": slurm.JobState("RUNNING", "None", "node1"),
+        "12_4": slurm.JobState("PENDING", "Resources"),
+        "12_5": slurm.JobState("PENDING", "Priority"),
+        "12_6": slurm.JobState("PENDING", "Priority"),
+    }
+    places = slurm.parse_queue(PENDING_QUEUE, set(states))
+    assert slurm.pending_note(states, places) == (
+        "3 of 4 unfinished SLURM jobs pending (2 Priority, 1 Resources); the first in the "
+        "queue is 2 of 4 in debug"
+    )
+    assert slurm.pending_note({"12_3": states["12_3"]}, {}) is None

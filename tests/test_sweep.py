@@ -70,19 +70,31 @@ def test_the_convergence_preset_runs_a_fixed_budget_and_a_steps_to_target_study(
     parts = {s.label: s for s in planned("convergence", [], writing=False)}
     assert {k: len(s.specs) for k, s in parts.items()} == {
         "convergence_budget": 7 * 4 * 3,
-        "convergence_target_baseline": 3,  # batch 32: every rule is the recipe, one stands for all
+        "convergence_target_baseline": 5,  # batch 32: every rule is the recipe, one stands for all
         "convergence_target": 6 * 4 * 3,
-        "convergence_oracle": 6 * 5 * 3,
+        "convergence_oracle_base": 4 * 5,  # the base LR 0.1 is the baseline's runs
+        "convergence_oracle_small": 3 * 5 * 3,
+        "convergence_oracle_large": 3 * 5 * 5,  # around the critical batch: 5 seeds
     }
     target = [
-        *parts["convergence_target"].specs.values(),
-        *parts["convergence_oracle"].specs.values(),
+        s for k, part in parts.items() if k != "convergence_budget" for s in part.specs.values()
     ]
-    assert {(s.cfg.train.stop_at_target, s.target_acc, s.cfg.train.epochs) for s in target} == {
-        (True, 0.75, 16)
+    assert {
+        (s.cfg.train.stop_at_target, s.target_acc, s.cfg.train.epochs, s.cfg.train.target_evals)
+        for s in target
+    } == {(True, 0.75, 16, 3)}
+    assert {s.cfg.workload.validation_samples for s in target} == {5000}
+    assert {s.cfg.optimizer.momentum for s in target} == {0.9}  # only the LR is tuned
+    grid = {
+        (s.global_batch, s.peak_lr)
+        for k in ("convergence_oracle_base", "convergence_oracle_small", "convergence_oracle_large")
+        for s in parts[k].specs.values()
     }
-    exponents = {s.lr_exponent for s in parts["convergence_oracle"].specs.values()}
-    assert exponents == {0.2, 0.4, 0.6, 0.8, 1.2}
+    lrs = {b: sorted(lr for bb, lr in grid if bb == b) for b, _ in grid}
+    assert lrs[32] == [0.0125, 0.025, 0.05, 0.2] and lrs[256] == [0.05, 0.1, 0.2, 0.4, 0.8]
+    assert lrs[2048] == [0.2, 0.4, 0.8, 1.6, 3.2]
+    warm = {s.peak_lr: s.warmup_epochs for s in parts["convergence_oracle_small"].specs.values()}
+    assert warm == {0.05: 0.0, 0.1: 0.0, 0.2: 1.0, 0.4: 1.0, 0.8: 1.0}  # up from 0.1 only
     assert not (tmp_path / "results").exists(), "planning alone creates nothing"
 
 
@@ -91,6 +103,33 @@ def test_command_line_replaces_a_preset_axis(monkeypatch, tmp_path):
     specs = plan(["+sweep=convergence_budget", "seed=0", "workers=1,64"], multirun=True).specs
     assert len(specs) == 2 * 4
     assert {s.cfg.seed for s in specs} == {0} and {s.global_batch for s in specs} == {32, 2048}
+
+
+def test_the_grid_recorded_is_the_one_that_runs(monkeypatch, tmp_path):
+    """A command-line axis replaces the preset's in the grid (sweep.json, --help), and a
+    command-line list is an axis of its own."""
+    monkeypatch.chdir(tmp_path)
+    args = ["+sweep=scaling", "workers=1,2", "workload=mnist1d_mlp", "seed=3,4"]
+    ran = plan(args, multirun=True, writing=False)
+    assert ran.grid == {
+        "workload": "mnist1d_mlp",
+        "workers": "1,2",
+        "batch.per_worker": "32,128",
+        "repeat": "0,1,2",
+        "seed": "3,4",
+    }
+    assert len(ran.specs) == 2 * 2 * 3 * 2
+    assert plan(["workers=2"], multirun=False, writing=False).grid == {}
+
+
+def test_a_run_s_expected_steps_come_from_its_config(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    [spec] = plan(["workload.num_samples=2000", "workers=2", "train.epochs=3"], False).specs
+    per_epoch = spec.train_samples // spec.global_batch
+    timing = spec.cfg.timing.warmup_steps + spec.cfg.timing.calibration_steps
+    assert spec.train_samples > 0 and spec.expected_steps == 3 * per_epoch + timing
+    [capped] = plan(["workload.num_samples=2000", "train.max_steps=7"], False).specs
+    assert capped.expected_steps == 7 + timing
 
 
 def test_preset_run_ids_equal_the_same_plain_run(monkeypatch, tmp_path):
@@ -161,6 +200,11 @@ def test_sweep_goes_on_past_failing_and_diverging_runs(dpsuite, tmp_path, capsys
     m = manifest(out)
     assert m["state"] == "finished" and m["counts"] == {"failed": 2, "complete": 1, "diverged": 1}
     assert len(m["run_ids"]) == 4 and set(m["runs"].values()) == {"failed", "complete", "diverged"}
+    # as Hydra spells the values it ran
+    assert m["grid"] == {
+        "workload.data_root": f"null,{bad}",
+        "workload.base_lr": "0.05,1000000000000.0",
+    }
     captured = capsys.readouterr()
     assert "sweep multirun finished: 4 runs: 1 complete, 1 diverged, 2 failed" in captured.out
     failed = [read_run(d) for d in run_dirs(out) if read_run(d)["status"] == "failed"]

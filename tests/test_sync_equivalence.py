@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from suite.cli.main import main as dpsuite
+from suite.sync import STRATEGIES
 from tests.conftest import SMALL, only_run, read_params, read_run
 
 pytestmark = pytest.mark.multiproc
@@ -30,6 +31,7 @@ COMMON = [
 ]
 STEPS = 24
 FP16_UNIT_ROUNDOFF = 2.0**-11
+BF16_UNIT_ROUNDOFF = 2.0**-8
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +67,42 @@ def initial_params() -> dict[str, np.ndarray]:
     torch.manual_seed(3)
     model = get_workload("mnist1d_mlp", num_samples=2000).build_model().to(torch.float64)
     return {k: v.detach().numpy() for k, v in model.state_dict().items()}
+
+
+# Every registered strategy, set to synchronize every step as all-reduce does: its overrides and
+# how far from all-reduce its parameters may end, relative to the distance they travelled (0:
+# the same training, to float64 rounding). Each step's averaged gradient rounded twice to 16 bits
+# (the cast, the sum): relative error <= 2u per step, a few u over the run. A new strategy adds
+# its line here.
+AS_ALLREDUCE: dict[str, tuple[tuple[str, ...], float]] = {
+    "allreduce": ((), 0.0),
+    "param_server": ((), 0.0),
+    "local_sgd": (("sync.period=1",), 0.0),
+    "fp16": ((), 4 * FP16_UNIT_ROUNDOFF),
+    "bf16": ((), 4 * BF16_UNIT_ROUNDOFF),
+    "powersgd": ((f"sync.start_iter={STEPS + 1}",), 0.0),  # compression never starts
+}
+
+
+def test_every_registered_strategy_has_its_all_reduce_setting():
+    assert set(AS_ALLREDUCE) == set(STRATEGIES)
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_every_strategy_synchronizing_every_step_trains_as_allreduce(runs, name):
+    """The registry's contract, on two real workers in float64."""
+    if name == "bf16" and not torch.cuda.is_available():
+        pytest.skip("PyTorch's bf16 all-reduce hook needs CUDA and NCCL")
+    overrides, tolerance = AS_ALLREDUCE[name]
+    ar = read_params(runs("ar2", "workers=2", f"train.max_steps={STEPS}"))
+    label = {"allreduce": "ar2", "local_sgd": "local1"}.get(name, name)  # the runs other tests make
+    sync = [] if name == "allreduce" else [f"sync={name}"]
+    run = runs(label, "workers=2", f"train.max_steps={STEPS}", *sync, *overrides)
+    params, start = read_params(run), initial_params()
+    for key in ar:
+        moved = float(np.max(np.abs(ar[key] - start[key])))
+        diff = float(np.max(np.abs(params[key] - ar[key])))
+        assert diff <= max(tolerance * moved, 1e-10), (name, key, diff / moved)
 
 
 def test_allreduce_bytes_are_the_whole_gradient(runs):

@@ -17,7 +17,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from suite.engine import distributed as dd
+from suite.runtime import distributed as dd
 from suite.sync import build
 from suite.sync.local_sgd import LocalSGDConfig
 

@@ -80,10 +80,24 @@ def test_tiny_gpt_predicts_every_next_token_and_reads_text(tmp_path):
     assert t.train_x[0].tolist() == list(b"hello wo")
 
 
+# Every registered workload, made small enough for a test: a new one adds its line here.
+TINY = {
+    "mnist1d_mlp": ["workload=mnist1d_mlp", "workload.num_samples=2000"],
+    "mnist1d_cnn": ["workload=mnist1d_cnn", "workload.num_samples=2000"],
+    "cifar_resnet": TINY_RESNET,
+    "tiny_gpt": TINY_GPT,
+}
+
+
+def test_every_registered_workload_has_a_small_configuration_for_the_tests():
+    assert set(TINY) == set(workloads.REGISTRY)
+
+
 @pytest.mark.multiproc
-@pytest.mark.parametrize("pick", [TINY_RESNET, TINY_GPT], ids=["cifar_resnet", "tiny_gpt"])
-def test_two_workers_train_a_few_steps(dpsuite, tmp_path, pick):
-    args = [*pick, "workers=2", "batch.per_worker=8", "train.max_steps=12"]
+@pytest.mark.parametrize("name", sorted(workloads.REGISTRY))
+def test_two_workers_train_a_few_steps(dpsuite, tmp_path, name):
+    """The registry's contract: every workload builds, and two DDP workers train it."""
+    args = [*TINY[name], "workers=2", "batch.per_worker=8", "train.max_steps=12"]
     assert dpsuite("run", *args, f"results_dir={tmp_path}", "timing.calibration_steps=3") == 0
     rec = read_run(only_run(tmp_path))
     m = rec["metrics"]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from suite.conf.compose import compose_config
 from suite.conf.run_spec import resolve
-from suite.engine.distributed import Ranks
 from suite.engine.train import check, evaluate_and_record, setup, train_step
 from suite.measure.probes import Probe, Probes
+from suite.runtime.distributed import Ranks
 from tests.conftest import SMALL
 
 
@@ -36,9 +37,9 @@ class EvalOnly(Probe):
 def test_probes_are_called_in_order_and_the_first_brackets_the_others():
     calls: list = []
     probes = Probes([Recorder(calls, "timer"), Recorder(calls, "other"), EvalOnly()])
-    probes.step_start(3)
+    probes.on_step_start(3)
     probes.after_backward(3)
-    probes.step_end(3)
+    probes.on_step_end(3)
     assert calls == [
         ("other", "start", 3),
         ("timer", "start", 3),  # starts last...
@@ -49,8 +50,42 @@ def test_probes_are_called_in_order_and_the_first_brackets_the_others():
     ]
     assert len(probes._start) == 2, "a probe that does not watch steps is not called on them"
     row: dict = {}
-    probes.evaluation(row)
+    probes.on_eval(row)
     assert row == {"extra": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("name", "guess"),
+    [("evaluation", "on_eval"), ("step_end", "on_step_end"), ("on_evall", "on_eval")],
+)
+def test_a_probe_that_defines_a_hook_the_loop_never_calls_is_refused(name, guess):
+    with pytest.raises(
+        TypeError, match=rf"Wrong\.{name} is not a probe hook \(did you mean {guess}\?\)"
+    ):
+        type("Wrong", (Probe,), {name: lambda self, *args: None})
+
+
+def test_a_probe_may_have_methods_of_its_own():
+    class Own(Probe):
+        def per_step(self) -> dict:
+            return {}
+
+    assert Probes([Own()]).metrics() == {}
+
+
+def test_steps_csv_columns_of_every_probe_join_by_step():
+    class Times(Probe):
+        def step_columns(self) -> dict:
+            return {7: {"step_time_s": 0.5}, 5: {"step_time_s": 0.25}}
+
+    class Comm(Probe):
+        def step_columns(self) -> dict:
+            return {5: {"comm_s": 0.125}}
+
+    assert Probes([Times(), Comm()]).step_columns() == {
+        5: {"step_time_s": 0.25, "comm_s": 0.125},
+        7: {"step_time_s": 0.5},
+    }
 
 
 def test_one_train_step_moves_the_model_and_is_watched(tmp_path):

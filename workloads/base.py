@@ -46,12 +46,20 @@ class WorkloadConfig:
 
 @dataclass
 class Data:
-    """Train and eval splits as in-memory tensors (inputs, targets)."""
+    """Train and eval splits as in-memory tensors (inputs, targets); with a validation split,
+    eval is the validation split and test the held-out test split, evaluated once at the end."""
 
     train_x: Tensor
     train_y: Tensor
     eval_x: Tensor
     eval_y: Tensor
+    test_x: Tensor | None = None
+    test_y: Tensor | None = None
+
+    @property
+    def eval_split(self) -> str:
+        """What the evaluations during training measure: `validation` or `test`."""
+        return "test" if self.test_x is None else "validation"
 
     @property
     def num_train(self) -> int:
@@ -64,7 +72,9 @@ class Data:
     def problem(self, classes: int) -> str | None:
         """What is wrong with these tensors (empty split, non-finite input, label out of
         range), or None when they are fit to train on."""
-        splits = (("train", self.train_x, self.train_y), ("eval", self.eval_x, self.eval_y))
+        splits = [("train", self.train_x, self.train_y), ("eval", self.eval_x, self.eval_y)]
+        if self.test_x is not None and self.test_y is not None:
+            splits.append(("test", self.test_x, self.test_y))
         for split, x, y in splits:
             if x.shape[0] == 0 or x.shape[0] != y.shape[0]:
                 return f"{split} split has {x.shape[0]} inputs and {y.shape[0]} targets"
@@ -78,13 +88,18 @@ class Data:
 class Workload(ABC):
     """A model, its data, its loss and metric, built from the workload's config."""
 
-    name: ClassVar[str]
+    name: ClassVar[str]  # its config's `name` (one spelling of it)
     Config: ClassVar[type[WorkloadConfig]]
     classes: ClassVar[int] = 10  # labels are integers in [0, classes)
     tokens_per_sample: ClassVar[int | None] = None  # token workloads: for tokens/s
     # Random inputs of a throughput benchmark: nothing to learn, so accuracy is not meaningful.
     synthetic_data: ClassVar[bool] = False
     eval_chunk: ClassVar[int] = 1024  # samples per forward pass in evaluation
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "Config" in vars(cls):
+            cls.name = cls.Config.name
 
     def __init__(self, config: WorkloadConfig, cache_dir: str | Path | None = None) -> None:
         config.check()

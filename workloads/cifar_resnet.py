@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 import torch
@@ -146,7 +145,6 @@ class CIFARResNetConfig(WorkloadConfig):
 class CIFARResNet(Workload):
     """ResNet-18 on CIFAR-10 (local binary copy) or on synthetic 32x32x3 images."""
 
-    name: ClassVar[str] = "cifar_resnet"
     Config = CIFARResNetConfig
     config: CIFARResNetConfig
 

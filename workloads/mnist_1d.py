@@ -11,7 +11,7 @@ import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -147,9 +147,21 @@ class MNIST1DConfig(WorkloadConfig):
     """MNIST-1D, generated offline by the `mnist1d` package's own generator."""
 
     num_samples: int = field(default=50_000, metadata={"ge": 100})
-    """Samples generated: 80 % train, 20 % test."""
+    """Samples generated: 80 % train (less `validation_samples`), 20 % test."""
     data_seed: int = field(default=42, metadata={"ge": 0})
     """Seed of the generator (the data, not the training)."""
+    validation_samples: int = field(default=0, metadata={"ge": 0})
+    """Training samples held out as a validation split (the last ones; 0: none). With it, the
+    evaluations during training (and steps to target) are on validation, and the test split is
+    evaluated once at the end (`final_test_acc`)."""
+
+    def check(self) -> None:
+        n_train = split_sizes(generation_args(self.num_samples, self.data_seed))[0]
+        if self.validation_samples >= n_train:
+            raise ValueError(
+                f"workload.validation_samples={self.validation_samples} leaves no training "
+                f"samples (the training split has {n_train})"
+            )
 
 
 class MNIST1DWorkload(Workload):
@@ -159,20 +171,22 @@ class MNIST1DWorkload(Workload):
 
     def data_key(self) -> tuple:
         # The MLP and the CNN train on the same generated data.
-        return ("mnist1d", self.config.num_samples, self.config.data_seed, str(self.cache_dir))
+        c = self.config
+        return ("mnist1d", c.num_samples, c.data_seed, c.validation_samples, str(self.cache_dir))
 
     def num_train(self) -> int:
-        return split_sizes(generation_args(self.config.num_samples, self.config.data_seed))[0]
+        generated = split_sizes(generation_args(self.config.num_samples, self.config.data_seed))
+        return generated[0] - self.config.validation_samples
 
     def load_data(self) -> Data:
         c = self.config
         a = load_or_generate(self.cache_dir or DEFAULT_CACHE, c.num_samples, c.data_seed)
-        return Data(
-            train_x=torch.from_numpy(a["x"]),
-            train_y=torch.from_numpy(a["y"]),
-            eval_x=torch.from_numpy(a["x_test"]),
-            eval_y=torch.from_numpy(a["y_test"]),
-        )
+        x, y = torch.from_numpy(a["x"]), torch.from_numpy(a["y"])
+        test_x, test_y = torch.from_numpy(a["x_test"]), torch.from_numpy(a["y_test"])
+        if not c.validation_samples:
+            return Data(x, y, test_x, test_y)
+        cut = len(x) - c.validation_samples  # the generator's samples are already shuffled
+        return Data(x[:cut], y[:cut], x[cut:], y[cut:], test_x, test_y)
 
 
 @dataclass
@@ -187,7 +201,6 @@ class MNIST1DMLPConfig(MNIST1DConfig):
 class MNIST1DMLP(MNIST1DWorkload):
     """The MLP baseline of the MNIST-1D paper: 40-256-256-10."""
 
-    name: ClassVar[str] = "mnist1d_mlp"
     Config = MNIST1DMLPConfig
 
     def build_model(self) -> nn.Module:
@@ -225,7 +238,6 @@ class MNIST1DCNNConfig(MNIST1DConfig):
 class MNIST1DCNN(MNIST1DWorkload):
     """The small 1-D convolutional net of the MNIST-1D paper (three conv layers, one linear)."""
 
-    name: ClassVar[str] = "mnist1d_cnn"
     Config = MNIST1DCNNConfig
 
     def build_model(self) -> nn.Module:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -131,7 +130,6 @@ class TinyGPTConfig(WorkloadConfig):
 class TinyGPTWorkload(Workload):
     """Next-token prediction with a small GPT."""
 
-    name: ClassVar[str] = "tiny_gpt"
     Config = TinyGPTConfig
     config: TinyGPTConfig
 

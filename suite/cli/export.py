@@ -6,7 +6,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from suite.cli.main import ArgParser
+from suite.cli.args import ArgParser
 
 # the package each format needs, and the extra that installs it
 PACKAGES = {

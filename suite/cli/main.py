@@ -6,43 +6,40 @@ import argparse
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+from suite.cli.args import ArgParser, finite
 from suite.errors import CommandAborted, Terminated, UserError, raise_terminated
 
-USAGE = """usage: dpsuite COMMAND [ARGS...]
-
-commands:
-  run [-m] [OVERRIDES...]   one run, or with -m a Hydra multirun sweep
-                            e.g. dpsuite run workload=mnist1d_mlp workers=2 lr_rule=linear_warmup
-  report RESULTS_DIR [--out DIR]
-                            plots, findings and tables of a results tree (HTML + Markdown + PNG
-                            + CSV); default output: reports/<name of RESULTS_DIR>
-  compare A B [DIR...] [--out DIR] [--fail-below RATIO]
-                            results trees side by side, grouped by machine: throughput B / A
-                            per configuration with its interval; exit 1 below RATIO
-  comm-bench [OPTIONS]      collective microbenchmark (size, time, algbw, busbw, correctness)
-                            e.g. dpsuite comm-bench --workers 2 -b 1K -e 64M --collective all
-  sweep NAME [OVERRIDES...] a sweep preset from suite/conf/sweep/NAME.yaml (scaling, convergence,
-                            demo, ...); rerunning it resumes: complete runs are skipped
-  demo                      a small scaling + convergence sweep on this machine, then its report
-  schema                    every run.json key and CSV column: name, unit, type, meaning
-  predict [RESULTS_DIR] [--profile NAME]
-                            the scaling model: fitted to a results tree and validated, or a
-                            workload planned on a hardware profile (dgx-h100, dgx1-v100, ...);
-                            predictions up to thousands of workers across nodes
-  --version                 dpsuite's version (and torch's, python's)
-  --help                    this text; `dpsuite COMMAND --help` for each command:
-                            `dpsuite run --help` lists every config key with its meaning,
-                            `dpsuite sweep NAME --help` a preset's axes, `--dry-run` its runs
-"""
 MULTIRUN_FLAGS = ("-m", "--multirun")
 HELP_FLAGS = {"-h", "--help"}
 DRY_RUN = "--dry-run"
+COMPLETION_FLAG = "-sc"  # Hydra's spelling, which its completion script calls
 EXIT_BAD_INPUT = 2
+EXIT_TOO_NOISY = 3  # compare --fail-below: a ratio below the gate whose interval is too wide
 
 
 def _run(args: list[str]) -> int:
+    overrides = [a for a in args if not a.startswith("-")]
+    if HELP_FLAGS & set(args):
+        from suite.cli.help import run_help
+
+        print(run_help(overrides))
+        return 0
+    if DRY_RUN in args:
+        from suite.cli.help import dry_run
+
+        print(dry_run(None, overrides))
+        return 0
+    for flag in (COMPLETION_FLAG, "--shell-completion"):  # Hydra's `run -sc install=bash`
+        if flag in args:
+            return _completion(args[args.index(flag) + 1 :])
+    return _run_overrides(args)
+
+
+def _run_overrides(args: list[str]) -> int:
     import shlex
 
     from suite import progress
@@ -55,20 +52,11 @@ def _run(args: list[str]) -> int:
     from suite.sweep.runner import final_detail
 
     multirun = any(a in MULTIRUN_FLAGS for a in args)
-    overrides = [a for a in args if not a.startswith("-")]
-    if HELP_FLAGS & set(args):
-        from suite.cli.help import run_help
+    from suite.cli import hydra_flags
 
-        print(run_help(overrides))
-        return 0
-    if DRY_RUN in args:
-        from suite.cli.help import dry_run
-
-        print(dry_run(None, overrides))
-        return 0
-    if any(a.startswith("-") and a not in MULTIRUN_FLAGS for a in args):
-        # Hydra's own flags (--help, --cfg, ...) are passed through unchecked.
-        hydra_app.run_hydra(args)
+    shown = hydra_flags.parse(args)  # Hydra's own flags: checked like a run, or refused
+    if shown is not None:
+        print(hydra_flags.show(shown))
         return 0
     overrides = [a for a in args if a not in MULTIRUN_FLAGS]
     if multirun:
@@ -88,7 +76,7 @@ def _run(args: list[str]) -> int:
 
 def _leads() -> bool:
     """This process writes the run's results (it is not a rank > 0 of torchrun or srun)."""
-    from suite.engine.distributed import ranks_from_env
+    from suite.runtime.distributed import ranks_from_env
 
     ranks = ranks_from_env()
     return ranks is None or ranks.rank == 0
@@ -102,6 +90,13 @@ def _sweep(args: list[str]) -> int:
         print(help.sweep_list())
         return 0 if args else EXIT_BAD_INPUT
     name, rest = args[0], args[1:]
+    from suite.cli import hydra_flags
+
+    if hydra_flags.requested(rest) and not HELP_FLAGS & set(rest):
+        shown = hydra_flags.parse(rest)  # --cfg job: checked like the sweep, then shown
+        assert shown is not None
+        print(hydra_flags.show_preset(name, shown))
+        return 0
     overrides = [a for a in rest if not a.startswith("-")]
     unknown = [a for a in rest if a.startswith("-") and a not in HELP_FLAGS | {DRY_RUN}]
     if unknown:
@@ -119,7 +114,7 @@ def _predict(args: list[str]) -> int:
     from pathlib import Path
 
     from suite import results
-    from suite.analysis.scaling import fit, model, output, plan, profiles, published
+    from suite.analysis.scaling import fit, model, options, output, plan, profiles, published
 
     parser = ArgParser(
         prog="dpsuite predict",
@@ -139,7 +134,8 @@ def _predict(args: list[str]) -> int:
     parser.add_argument(
         "--published",
         action="store_true",
-        help="the model against published multi-GPU scaling (Horovod, Goyal et al.)",
+        help="the model against published multi-GPU scaling (Horovod, Goyal et al., NVIDIA "
+        "DeepLearningExamples)",
     )
     hand = parser.add_argument_group("planning a workload on --profile's hardware")
     hand.add_argument("--workload", help="its parameter and FLOP counts from RESULTS_DIR's runs")
@@ -150,13 +146,15 @@ def _predict(args: list[str]) -> int:
     hand.add_argument("--tflops", type=finite, help="peak TFLOP/s per GPU (overrides the profile)")
     hand.add_argument("--mfu", type=finite, default=0.4, help="fraction of peak achieved (0.4)")
     hand.add_argument("--bucket-mb", type=finite, default=model.DEFAULT_BUCKET_MB)
+    options.add_arguments(parser)
     a = parser.parse_args(args)
     if a.batch < 1 or a.max_workers < 1:
         raise UserError("--batch and --max-workers must be >= 1")
+    options.check(a)
     if a.published:
         print(output.format_published(published.published_table()))
         return 0
-    workers = [w for w in model.DEFAULT_WORKERS if w <= a.max_workers]
+    workers = options.worker_counts(a.workers, a.max_workers)
     if a.results_dir is not None and not Path(a.results_dir).is_dir():
         raise UserError(f"results directory not found: {a.results_dir}")
     profile = profiles.load_profile(a.profile) if a.profile else None
@@ -167,8 +165,23 @@ def _predict(args: list[str]) -> int:
             raise UserError(f"--workload {a.workload}: give the RESULTS_DIR whose runs counted it")
         runs = results.load(a.results_dir) if a.workload else None
         planned = plan.resolve_workload(runs, a.workload, a.params, a.flops_per_sample)
-        options = {k: getattr(a, k) for k in ("precision", "tflops", "mfu", "bucket_mb")}
-        fits = [plan.plan_fit(profile, planned, samples_per_s=a.samples_per_s, **options)]
+        chosen = {k: getattr(a, k) for k in ("precision", "tflops", "mfu", "bucket_mb")}
+        lib = options.profile_library(a, profile.nccl_ll128)
+        node = options.node_runs(a)
+        if node is not None:
+            a = options.measured_node(a, node, a.workload)
+        extra = options.overheads(a, profile.topology.gpus_per_node)
+        fits = [
+            plan.plan_fit(
+                profile,
+                planned,
+                samples_per_s=a.samples_per_s,
+                grad_dtype=a.grad_dtype,
+                library=lib,
+                overheads=extra,
+                **chosen,
+            )
+        ]
     elif a.results_dir is None:
         raise UserError("give a results directory, or --profile with --workload or --params")
     else:
@@ -181,17 +194,19 @@ def _predict(args: list[str]) -> int:
             )
         for reason in skipped:
             print(f"dpsuite: warning: skipped {reason}", file=sys.stderr)
+        node = options.node_runs(a)
+        fits = [options.apply(one, a, node) for one in fits]
     for one in fits:
-        print(output.format_fit(one, a.batch, workers))
+        print(output.format_fit(one, a.batch, workers, a.baseline_workers))
     if a.out:
-        output.write_fits(fits, a.out, a.batch, workers)
+        output.write_fits(fits, a.out, a.batch, workers, a.baseline_workers)
         print(f"wrote {a.out}/predictions.csv, validation.csv, models.csv")
     return 0
 
 
 def _comm_bench(args: list[str]) -> int:
-    from suite.engine.distributed import ranks_from_env
     from suite.measure import comm_bench
+    from suite.runtime.distributed import ranks_from_env
 
     p = ArgParser(
         prog="dpsuite comm-bench",
@@ -258,28 +273,10 @@ def _demo(args: list[str]) -> int:
     return run_demo(args)
 
 
-def finite(text: str) -> float:
-    """An argparse type: a finite number (nan and inf are typos, not values)."""
-    import math
-
-    value = float(text)
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
-    return value
-
-
 def _export(args: list[str]) -> int:
     from suite.cli.export import export
 
     return export(args)
-
-
-class ArgParser(argparse.ArgumentParser):
-    """argparse for the non-Hydra commands; a usage error is one line, like every bad input."""
-
-    def error(self, message: str):
-        command = self.prog.removeprefix("dpsuite ")
-        raise UserError(f"{command}: {message} (see {self.prog} --help)")
 
 
 def _print_written(written) -> None:
@@ -300,6 +297,8 @@ def _report(args: list[str]) -> int:
 
 
 def _compare(args: list[str]) -> int:
+    from suite.analysis.report.compare import MAX_SPREAD
+
     parser = ArgParser(
         prog="dpsuite compare",
         description="Results trees side by side, grouped by machine. The first directory's "
@@ -309,17 +308,34 @@ def _compare(args: list[str]) -> int:
     parser.add_argument("--out", help="output directory (default: reports/compare-A-vs-B)")
     parser.add_argument(
         "--fail-below",
-        type=float,
+        type=finite,
         metavar="RATIO",
         help="exit 1 when a configuration's B / A throughput is below RATIO (e.g. 0.95), its "
         "whole 95 %% interval when repeats give one",
     )
+    parser.add_argument(
+        "--max-spread",
+        type=finite,
+        default=MAX_SPREAD,
+        metavar="FACTOR",
+        help="an interval whose ends are more than FACTOR apart (high / low) is too noisy to "
+        f"call a regression on: exit {EXIT_TOO_NOISY} instead of 1 (default {MAX_SPREAD:g})",
+    )
+    parser.add_argument(
+        "--allow-noisy",
+        action="store_true",
+        help="call a regression on an interval however wide (--fail-below alone decides)",
+    )
     ns = parser.parse_args(args)
     if ns.fail_below is not None and not ns.fail_below > 0:
         raise UserError(f"--fail-below must be a ratio > 0, got {ns.fail_below}")
+    if not ns.max_spread > 1:
+        raise UserError(f"--max-spread must be a factor > 1, got {ns.max_spread:g}")
     from suite.analysis.report import compare
 
-    compared = compare.build_compare(ns.dirs, ns.out, ns.fail_below)
+    compared = compare.build_compare(
+        ns.dirs, ns.out, ns.fail_below, max_spread=ns.max_spread, allow_noisy=ns.allow_noisy
+    )
     if len(compared.ratios):
         print(f"throughput B / A per configuration ({compare.pair_names(compared.ratios)}):")
         print(compare.ratio_lines(compared.ratios))
@@ -334,7 +350,14 @@ def _compare(args: list[str]) -> int:
         )
     for line in compare.regression_lines(compared.regressed, compared.ratios):
         print(f"dpsuite: regression: {line}", file=sys.stderr)
-    return 1 if len(compared.regressed) else 0
+    for line in compare.noisy_lines(compared.noisy, compared.ratios, ns.max_spread):
+        print(
+            f"dpsuite: too noisy to call: {line}: rerun, or --allow-noisy to gate on it",
+            file=sys.stderr,
+        )
+    if len(compared.regressed):
+        return 1
+    return EXIT_TOO_NOISY if len(compared.noisy) else 0
 
 
 def _schema(args: list[str]) -> int:
@@ -349,17 +372,120 @@ def _schema(args: list[str]) -> int:
     return 0
 
 
+def _completion(args: list[str]) -> int:
+    from suite.cli import completion
+
+    if len(args) != 1:
+        raise UserError(f"{COMPLETION_FLAG} takes one of: {', '.join(completion.ACTIONS)}")
+    print(completion.respond(args[0], COMMANDS))
+    return 0
+
+
+@dataclass(frozen=True)
+class Command:
+    """A `dpsuite` command: what it takes, what it does (for the help) and its handler."""
+
+    name: str
+    handler: Callable[[list[str]], int]
+    args: str
+    summary: str
+
+
 COMMANDS = {
-    "run": _run,
-    "sweep": _sweep,
-    "report": _report,
-    "compare": _compare,
-    "predict": _predict,
-    "comm-bench": _comm_bench,
-    "demo": _demo,
-    "schema": _schema,
-    "export": _export,
+    c.name: c
+    for c in (
+        Command(
+            "run",
+            _run,
+            "[-m] [KEY=VALUE ...]",
+            "one run, or with -m a Hydra multirun sweep; `dpsuite run --help` lists every "
+            "config key with its meaning",
+        ),
+        Command(
+            "sweep",
+            _sweep,
+            "NAME [KEY=VALUE ...]",
+            "a sweep preset (scaling, convergence, demo, ...); rerunning it resumes; "
+            "`dpsuite sweep NAME --help` shows its axes, --dry-run its runs",
+        ),
+        Command(
+            "demo", _demo, "[KEY=VALUE ...]", "a small scaling + convergence sweep, then its report"
+        ),
+        Command(
+            "report",
+            _report,
+            "RESULTS_DIR [--out DIR]",
+            "plots, findings and tables of a results tree (HTML + Markdown + PNG + CSV)",
+        ),
+        Command(
+            "compare",
+            _compare,
+            "A B [DIR ...] [--fail-below RATIO]",
+            "results trees side by side, grouped by machine: throughput B / A per "
+            "configuration with its interval; exit 1 below RATIO",
+        ),
+        Command(
+            "comm-bench",
+            _comm_bench,
+            "[OPTIONS]",
+            "collective microbenchmark (size, time, algbw, busbw, correctness), as nccl-tests",
+        ),
+        Command(
+            "predict",
+            _predict,
+            "[RESULTS_DIR] [--profile NAME]",
+            "the scaling model: fitted to a results tree and validated, or a workload planned "
+            "on a hardware profile (dgx-h100, ...), up to thousands of workers",
+        ),
+        Command(
+            "export",
+            _export,
+            "parquet|tensorboard|wandb RESULTS_DIR",
+            "a results tree as Parquet files, TensorBoard event files or offline W&B runs",
+        ),
+        Command(
+            "schema", _schema, "", "every run.json key and CSV column: name, unit, type, meaning"
+        ),
+    )
 }
+
+
+def _warning_line(message, category, filename, lineno, line=None) -> str:
+    """A warning of the suite's (a results file left out) as one line, like an error."""
+    if issubclass(category, UserWarning):
+        return f"dpsuite: warning: {message}\n"
+    return _python_format(message, category, filename, lineno, line)
+
+
+_python_format = warnings.formatwarning
+
+
+def top_parser() -> argparse.ArgumentParser:
+    """`dpsuite`'s own parser, generated from COMMANDS: each command parses its own arguments."""
+    parser = ArgParser(
+        prog="dpsuite",
+        description="Benchmark suite for data-parallel training: scaling, communication and "
+        "large-batch convergence. Config is Hydra's: KEY=VALUE overrides.",
+        epilog="`dpsuite COMMAND --help` for each command. Tab completion (commands, presets, "
+        'config keys): eval "$(dpsuite -sc install=bash)"',
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "-V", "--version", action="store_true", help="dpsuite's version (and torch's, python's)"
+    )
+    parser.add_argument(
+        COMPLETION_FLAG,
+        "--shell-completion",
+        metavar="ACTION=SHELL",
+        help="shell completion: install=bash (or zsh) prints the script to eval; "
+        "uninstall=bash; query=bash answers the script",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    for c in COMMANDS.values():
+        commands.add_parser(
+            c.name, help=c.summary, add_help=False, usage=f"dpsuite {c.name} {c.args}"
+        )
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -367,33 +493,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, raise_terminated) if in_main_thread else None
     try:
-        return _dispatch(args)
+        with warnings.catch_warnings():
+            warnings.formatwarning = _warning_line
+            return _dispatch(args)
     finally:
         if in_main_thread:  # leave the embedding process (e.g. a test runner) as it was
             signal.signal(signal.SIGTERM, previous)
 
 
 def _dispatch(args: list[str]) -> int:
-    if not args or args[0] in ("-h", "--help", "help"):
-        print(USAGE)
-        return 0 if args else EXIT_BAD_INPUT
-    if args[0] in ("-V", "--version"):
-        from suite.cli.help import version
-
-        print(version())
-        return 0
-    command, rest = args[0], args[1:]
-    if command not in COMMANDS:
-        from suite.conf.compose import did_you_mean
-
-        print(
-            f"dpsuite: error: unknown command '{command}'{did_you_mean(command, list(COMMANDS))} "
-            f"(choose from: {', '.join(COMMANDS)})",
-            file=sys.stderr,
-        )
-        return EXIT_BAD_INPUT
     try:
-        return COMMANDS[command](rest)
+        return _command(args)
     except (UserError, CommandAborted) as exc:
         print(f"dpsuite: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -401,6 +511,31 @@ def _dispatch(args: list[str]) -> int:
         terminated = isinstance(exc, Terminated)
         print(f"dpsuite: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
         return 143 if terminated else 130
+
+
+def _command(args: list[str]) -> int:
+    if not args or args[0] in ("help", *HELP_FLAGS):
+        top_parser().print_help()
+        return 0 if args else EXIT_BAD_INPUT
+    if args[0] in COMMANDS:  # the command's own parser takes everything after its name
+        return COMMANDS[args[0]].handler(args[1:])
+    if not args[0].startswith("-"):
+        from suite.conf.compose import did_you_mean
+
+        raise UserError(
+            f"unknown command '{args[0]}'{did_you_mean(args[0], list(COMMANDS))} "
+            f"(choose from: {', '.join(COMMANDS)})"
+        )
+    ns = top_parser().parse_args(args)  # top-level options only: the commands were matched above
+    if ns.shell_completion is not None:
+        return _completion([ns.shell_completion])
+    if ns.version:
+        from suite.cli.help import version
+
+        print(version())
+        return 0
+    top_parser().print_help()
+    return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

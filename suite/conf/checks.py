@@ -48,10 +48,15 @@ def describe_bounds(meta: dict[str, Any]) -> str:
     high = next(((k, meta[k]) for k in ("le", "lt") if k in meta), None)
     if low and high:
         left, right = "[" if low[0] == "ge" else "(", "]" if high[0] == "le" else ")"
-        return f"in {left}{low[1]:g}, {high[1]:g}{right}"
+        return f"in {left}{_shown(low[1])}, {_shown(high[1])}{right}"
     sign = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
     key, bound = low or high or ("", None)
-    return f"{sign[key]} {bound:g}" if key else ""
+    return f"{sign[key]} {_shown(bound)}" if key else ""
+
+
+def _shown(bound: float) -> str:
+    """A bound as written: integers in full (2**32 - 1 is not 4.29497e+09)."""
+    return str(bound) if isinstance(bound, int) else f"{bound:g}"
 
 
 def _violates(value: Any, meta: dict[str, Any]) -> bool:
@@ -87,9 +92,9 @@ def check_bounds(obj: Any, prefix: str = "") -> None:
         key, value = f"{prefix}{f.name}", getattr(obj, f.name)
         if is_dataclass(value):
             check_bounds(value, f"{key}.")
-        elif isinstance(value, list):
+        elif isinstance(value, list):  # a list field's bounds hold for each element
             for item in value:
-                check_value(key, item, {})
+                check_value(key, item, field_metadata(type(obj), f.name))
         else:
             check_value(key, value, field_metadata(type(obj), f.name))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -16,6 +17,7 @@ from hydra import compose, initialize_config_module
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ChoiceSweep, RangeSweep
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, OmegaConfBaseException, ValidationError
@@ -154,13 +156,38 @@ def _check_shape(override) -> None:
 
 
 def sweep_points(overrides: list[str], params: dict[str, str] | None = None) -> list[list[str]]:
-    """Every job a basic multirun runs: ``params`` (the config's grid), then ``overrides``."""
+    """Every job a basic multirun runs: ``params`` (the config's grid), then ``overrides``.
+    The runs are counted before they are listed: a sweep too large to check is refused, and
+    so is one with no run at all."""
     grid = [f"{k}={v}" for k, v in (params or {}).items()]
     task = [o for o in overrides if not is_hydra_override(o)]
+    parsed = _parse(grid + task)
+    count = sweep_size(parsed)
+    if count > MAX_CHECKED_POINTS:
+        raise UserError(f"the sweep has {count} runs; at most {MAX_CHECKED_POINTS} per sweep")
     try:
-        return BasicSweeper.split_arguments(_parse(grid + task), max_batch_size=None)[0]
+        points = BasicSweeper.split_arguments(parsed, max_batch_size=None)[0]
     except HydraException as exc:
         raise UserError(_first_line(exc)) from None
+    if not points:
+        raise UserError("the sweep has no runs: an axis has no values (e.g. range(1,1))")
+    return points
+
+
+def sweep_size(parsed) -> int:
+    """How many runs a sweep's overrides make, without making them (a later axis of the same
+    key replaces an earlier one, as a command-line axis replaces a preset's)."""
+    sizes: dict[str, int] = {}
+    for override in parsed:
+        value = override.value() if override.is_sweep_override() else None
+        if isinstance(value, RangeSweep):
+            start, stop, step = value.start, value.stop, value.step
+            sizes[override.key_or_group] = max(0, math.ceil((stop - start) / step)) if step else 0
+        elif isinstance(value, ChoiceSweep):
+            sizes[override.key_or_group] = len(value.list)
+        else:  # a single value, or a glob over a group's few choices
+            sizes[override.key_or_group] = 1
+    return math.prod(sizes.values())
 
 
 SLURM_LAUNCHER = "hydra_plugins.dpsuite.SlurmLauncher"
@@ -191,6 +218,14 @@ def launcher_shape(cfg: DictConfig) -> LauncherShape:
     target = str(launcher.get("_target_", ""))
     if "submitit" not in target and target != SLURM_LAUNCHER:
         return LauncherShape(target)
+    if target == SLURM_LAUNCHER:
+        from hydra_plugins.dpsuite import slurm_available
+
+        if not slurm_available():
+            raise UserError(
+                "hydra/launcher=slurm needs hydra-submitit-launcher: pip install "
+                "'dpsuite[slurm]' (in a clone: pip install -e '.[slurm]')"
+            )
     try:
         params = OmegaConf.to_container(launcher, resolve=True)
     except OmegaConfBaseException as exc:
@@ -217,16 +252,16 @@ class Plan:
 
     specs: list = field(default_factory=list)  # list[RunSpec]
     launcher: LauncherShape = field(default_factory=lambda: LauncherShape("basic"))
-    grid: dict[str, str] = field(default_factory=dict)  # the config's sweep params, if any
+    grid: dict[str, str] = field(default_factory=dict)  # the axes that run (key -> "a,b")
 
 
 def plan(overrides: list[str], multirun: bool, writing: bool = True) -> Plan:
     """Compose and resolve every run the command would start (raises UserError on bad input).
     ``writing=False`` (help, dry runs): the results directories are neither made nor checked."""
-    from suite.engine.distributed import ranks_from_env
+    from suite.runtime.distributed import ranks_from_env
 
     overrides = list(overrides)
-    base = [o for o in overrides if not _is_sweep(o)]
+    base = [o for o in overrides if not is_sweep(o)]
     composed = compose_config(base, with_hydra=True)
     _reject_composite_preset(composed)
     shape = launcher_shape(composed)
@@ -248,7 +283,22 @@ def plan(overrides: list[str], multirun: bool, writing: bool = True) -> Plan:
     for point in points:
         task = [o for o in point if not is_hydra_override(o)]
         specs.append(_resolve_point(composer.compose(task), shape, ranks, writing))
-    return Plan(specs=specs, launcher=shape, grid={str(k): str(v) for k, v in grid.items()})
+        _check_batch_spellings(task, specs[-1])
+    return Plan(specs=specs, launcher=shape, grid=axes_that_run(points, grid) if multirun else {})
+
+
+def axes_that_run(points: list[list[str]], params: dict) -> dict[str, str]:
+    """The grid the points make: each axis of the config's grid (with the values the command
+    line replaced it by) and each key that takes several values, with its values in order."""
+    values: dict[str, list[str]] = {}
+    for point in points:
+        for override in point:
+            key, _, value = override.partition("=")
+            seen = values.setdefault(key.lstrip("+~"), [])
+            if value not in seen:
+                seen.append(value)
+    axes = {str(k) for k in params} | {k for k, v in values.items() if len(v) > 1}
+    return {k: ",".join(v) for k, v in values.items() if k in axes}
 
 
 class PointComposer:
@@ -284,8 +334,21 @@ def _selects_group(override) -> bool:
     return top in GROUPS and "." not in override.key_or_group and not override.is_delete()
 
 
-def _is_sweep(override: str) -> bool:
+def is_sweep(override: str) -> bool:
     return any(o.is_sweep_override() for o in _parse([override]))
+
+
+def _check_batch_spellings(task: list[str], spec) -> None:
+    """batch.per_worker and batch.global both given must say the same thing (the global batch
+    wins otherwise, and the per-worker batch the user asked for would silently not be used)."""
+    given = {o.lstrip("+").split("=", 1)[0] for o in task}
+    per_worker = spec.cfg.batch.get("per_worker")
+    if {"batch.per_worker", "batch.global"} <= given and per_worker != spec.per_worker_batch:
+        raise UserError(
+            f"batch.per_worker={per_worker} and batch.global={spec.global_batch} contradict "
+            f"each other at workers={spec.workers} ({per_worker} x {spec.workers} = "
+            f"{per_worker * spec.workers}): give one of them"
+        )
 
 
 def _check_rank_environment() -> None:

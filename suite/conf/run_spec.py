@@ -3,8 +3,6 @@ follows from it on this machine (worker count, batches, device, backend, threads
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,13 +10,17 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from suite import sync
 from suite.conf.checks import check_bounds, check_keys
 from suite.conf.schema import RunConfig
-from suite.engine import lr_rules
-from suite.engine.lr_rules import SCHEDULES
-from suite.engine.precision import unsupported
 from suite.errors import UserError
+from suite.optim import lr_rules
+from suite.optim.lr_rules import SCHEDULES
+from suite.optim.precision import unsupported
 from suite.results import make_run_id, run_identity
+from suite.results.gate import TAG_PATTERN
+from suite.runtime.host import check_writable, resolve_backend, usable_cores
+from suite.runtime.host_memory import check_processes_fit
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class RunSpec:
     threads_per_worker: int
     local_workers: int  # ranks of this run on this host (1 in simulated mode)
     config: dict[str, Any] = field(repr=False)  # the resolved config as recorded in run.json
+    train_samples: int = 0  # the workload's training set (0: not known)
     workload_label: str = ""  # the workload as results name it (its model: torchvision-resnet50)
 
     @property
@@ -69,14 +72,34 @@ class RunSpec:
     def peak_lr(self) -> float:
         rule = self.cfg.lr_rule.name
         return lr_rules.peak_lr(
-            rule, self.base_lr, self.base_batch, self.global_batch, self.lr_exponent
+            rule,
+            self.base_lr,
+            self.base_batch,
+            self.global_batch,
+            self.lr_exponent,
+            self.absolute_peak_lr,
         )
+
+    @property
+    def absolute_peak_lr(self) -> float | None:
+        """The power rule's absolute peak LR, when one is set."""
+        return getattr(self.cfg.lr_rule, "peak_lr", None)
 
     @property
     def warmup_epochs(self) -> float:
         """Epochs of warmup this run does: none for a rule without it, or without a rise."""
         warms = lr_rules.RULES[self.cfg.lr_rule.name].warms_up and self.peak_lr > self.base_lr
         return self.cfg.lr_rule.warmup_epochs if warms else 0.0
+
+    @property
+    def expected_steps(self) -> int:
+        """Optimizer steps the config asks for (its budget: a run stopping at its target may
+        take fewer), and the untimed warmup and calibration steps before them."""
+        c = self.cfg
+        steps = self.train_samples // self.global_batch * c.train.epochs
+        if c.train.max_steps is not None:
+            steps = min(steps, c.train.max_steps)
+        return steps + c.timing.warmup_steps + c.timing.calibration_steps
 
     def summary(self) -> dict[str, Any]:
         """The top-level run.json keys (see `suite.results.schema`)."""
@@ -108,19 +131,14 @@ class RunSpec:
             "bucket_cap_mb": c.ddp.bucket_cap_mb,
             "sync": c.sync.name,
             "sync_label": c.sync.label,
+            **lr_rules.traits(c.lr_rule.name),
+            **sync.traits(c.sync.name),
         }
 
     def build_workload(self):  # -> workloads.Workload
         from workloads import lookup
 
         return lookup(self.cfg.workload.name)(self.cfg.workload, cache_dir=self.cfg.cache_dir)
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _require(ok: bool, message: str) -> None:
@@ -145,25 +163,6 @@ def resolve_device(device: str, workers_per_host: int, mode: str) -> str:
             f"workers={workers_per_host} but only {gpus} CUDA device(s): one GPU per worker",
         )
     return device
-
-
-def resolve_backend(backend: str, device: str) -> str:
-    if backend == "auto":
-        return "nccl" if device == "cuda" else "gloo"
-    _require(not (backend == "nccl" and device != "cuda"), "backend=nccl needs device=cuda")
-    return backend
-
-
-def check_writable(results_dir: str) -> None:
-    """Fail now, not after an hour of training, if results cannot be written."""
-    _require(bool(results_dir.strip()), "results_dir is empty: name a directory for the results")
-    path = Path(results_dir).expanduser()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-"):
-            pass
-    except OSError as exc:
-        raise UserError(f"results_dir '{results_dir}' is not writable: {exc.strerror}") from None
 
 
 def typed_config(cfg: DictConfig) -> tuple[RunConfig, dict[str, Any]]:
@@ -256,6 +255,14 @@ def resolve(
     else:
         device, backend = c.device, c.backend
     processes = 1 if c.mode == "simulated" else local_workers
+    if check_devices and world_size is None and processes > 1:  # this command spawns them
+        check_processes_fit(processes, "workers")
+    tag = c.hardware.tag
+    _require(
+        tag is None or TAG_PATTERN.fullmatch(tag) is not None,
+        f"hardware.tag must be a machine name (letters, digits, '_', '.', '+', '-'; up to 64), "
+        f"got {tag!r}",
+    )
     threads = c.threads_per_worker or max(1, usable_cores() // processes)
     if check_results_dir:
         check_writable(c.results_dir)
@@ -296,5 +303,6 @@ def resolve(
         threads_per_worker=threads,
         local_workers=local_workers,
         config=container,
+        train_samples=num_train,
         workload_label=label,
     )

@@ -2,7 +2,7 @@
 
 This is the one source of defaults. ``conf/config.yaml`` only chooses the config groups and sets
 Hydra up; the sweep presets in ``conf/sweep/`` only override. Config groups are registered from
-their owners: each workload's ``Config`` (``workloads/``), each LR rule's (``engine/lr_rules``)
+their owners: each workload's ``Config`` (``workloads/``), each LR rule's (``optim/lr_rules``)
 and each synchronization strategy's (``sync/``).
 
 A string right below a field documents it (``dpsuite run --help`` prints them); field metadata
@@ -19,8 +19,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import II, MISSING
 
-from suite.engine.lr_rules import SCHEDULES
 from suite.errors import UserError
+from suite.optim.lr_rules import SCHEDULES
 
 MODES = ("ddp", "simulated")
 DEVICES = ("auto", "cpu", "cuda")
@@ -42,8 +42,11 @@ class TrainConfig:
     check_every: int = field(default=10, metadata={"ge": 1})
     """Steps between cross-rank loss and divergence checks."""
     stop_at_target: bool = False
-    """End the run at the first evaluation that reaches workload.target_acc (the steps-to-target
-    protocol of Shallue et al. 2018); the epochs are then its budget."""
+    """End the run once it reaches workload.target_acc (the steps-to-target protocol of Shallue
+    et al. 2018); the epochs are then its budget."""
+    target_evals: int = field(default=1, metadata={"ge": 1})
+    """Evaluations whose median accuracy must reach the target (a moving median, counted at the
+    window's middle evaluation; 1: the first evaluation that reaches it)."""
     max_steps: int | None = field(default=None, metadata={"ge": 1})
     """Stop after this many steps (smoke tests, benchmarks); null: all epochs."""
     save_params: bool = False
@@ -81,8 +84,11 @@ class StepConfig:
 class ScheduleConfig:
     name: str = field(default="cosine", metadata={"choices": SCHEDULES})
     """LR after warmup: cosine to zero, step, constant, or poly (LARS's decay)."""
-    milestones: list[float] = field(default_factory=lambda: [0.5, 0.75])
-    """Step schedule: where the LR drops, as fractions of the post-warmup phase."""
+    milestones: list[float] = field(
+        default_factory=lambda: [0.5, 0.75], metadata={"gt": 0, "lt": 1}
+    )
+    """Step schedule: where the LR drops, as fractions of the post-warmup phase (each in
+    (0, 1))."""
     gamma: float = field(default=0.1, metadata={"gt": 0})
     """Step schedule: factor at each milestone."""
     power: float = field(default=2.0, metadata={"gt": 0})
@@ -144,13 +150,11 @@ class RunConfig:
     """One run of dpsuite: `dpsuite run KEY=VALUE ...`."""
 
     workload: Any = MISSING
-    """The model and data (config group): mnist1d_mlp, mnist1d_cnn, cifar_resnet, tiny_gpt."""
+    """The model and data (config group; `dpsuite run --help` lists the workloads)."""
     lr_rule: Any = MISSING
-    """How the LR scales with the global batch (config group): naive, linear, linear_warmup,
-    sqrt, lars."""
+    """How the LR scales with the global batch (config group; `--help` lists the rules)."""
     sync: Any = MISSING
-    """How the replicas agree (config group): allreduce, param_server, local_sgd, fp16, bf16,
-    powersgd."""
+    """How the replicas agree (config group; `--help` lists the strategies)."""
     workers: int = field(default=1, metadata={"ge": 1})
     """Data-parallel ranks (processes), or virtual workers in simulated mode."""
     mode: str = field(default="ddp", metadata={"choices": MODES})
@@ -158,8 +162,8 @@ class RunConfig:
     batch: dict[str, int | None] = field(default_factory=lambda: {"per_worker": 32, "global": None})
     """batch.per_worker: samples per worker per step; batch.global: the global batch instead
     (per_worker = global / workers)."""
-    seed: int = field(default=0, metadata={"ge": 0})
-    """Seed of the model's initialisation and the data order."""
+    seed: int = field(default=0, metadata={"ge": 0, "le": 2**32 - 1})
+    """Seed of the model's initialisation and the data order (the generators' range)."""
     repeat: int = field(default=0, metadata={"ge": 0})
     """Index of a repeated measurement of the same config (part of the run id)."""
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -200,7 +204,7 @@ def register(workload: str | None = None) -> None:
     broken plugin is a UserError naming it).
     """
     from suite import sync
-    from suite.engine import lr_rules
+    from suite.optim import lr_rules
 
     store = ConfigStore.instance()
     store.store(name=SCHEMA_NAME, node=RunConfig)
@@ -209,19 +213,19 @@ def register(workload: str | None = None) -> None:
         store.store(group="workload", name=name, node=cls.Config(name=name))
     for name, rule in lr_rules.RULES.items():
         store.store(group="lr_rule", name=name, node=rule.config)
-    for name, strategy in sync.STRATEGIES.items():
-        store.store(group="sync", name=name, node=strategy.Config(name=name))
+    for name, config in sync.CONFIGS.items():
+        store.store(group="sync", name=name, node=config(name=name))
 
 
 def group_choices(group: str) -> list[str]:
     """The options of a config group, from the registries that own them."""
     from suite import sync
-    from suite.engine import lr_rules
+    from suite.optim import lr_rules
 
     owners: dict[str, Any] = {
         "workload": workload_classes(),
         "lr_rule": lr_rules.RULES,
-        "sync": sync.STRATEGIES,
+        "sync": sync.CONFIGS,
     }
     return sorted(owners[group])
 

@@ -1,2 +1,2 @@
 """The run engine: start or join ranks, train one run, and what a run is built from (data
-sharding, precision, LR rules, optimizers)."""
+sharding, real and simulated replicas)."""

@@ -21,14 +21,16 @@ from typing import Any
 import torch
 
 from suite import progress
-from suite.conf.run_spec import RunSpec, usable_cores
+from suite.conf.run_spec import RunSpec
 from suite.engine import data_memo
-from suite.engine import distributed as dd
-from suite.engine.distributed import Ranks
 from suite.errors import ResultsWriteError
 from suite.measure.fingerprint import fingerprint
 from suite.results import RunWriter, effective_status, read_json, read_status
 from suite.results.store import ATTEMPTS_DIR, SCRATCH_DIR
+from suite.runtime import distributed as dd
+from suite.runtime import rendezvous
+from suite.runtime.distributed import Ranks
+from suite.runtime.host import usable_cores
 
 SKIPPED = "skipped"
 # Config keys that say where results go and how processes start, not what a run measures: a
@@ -197,8 +199,36 @@ def join_existing(spec: RunSpec, ranks: Ranks) -> str:
         if ranks.rank == 0:
             print(f"{spec.run_id}: already complete in {spec.run_dir}, skipped")
         return SKIPPED
+    record_nodes(spec, ranks, writer)
     status = run_rank(spec, Path(decision[1]), ranks, init_method=None, device=device)
     return attempt.settle(status, spec.run_id) if attempt else status
+
+
+def node_entry(spec: RunSpec, ranks: Ranks) -> dict[str, Any]:
+    """This rank's host as run.json's ``hardware.nodes`` lists it."""
+    hw = base_record(spec)["hardware"]
+    keys = ("hostname", "machine_id", "cpu", "cpu_count", "cpus_allocated", "accelerator")
+    return {
+        **{k: hw.get(k) for k in keys},
+        "workers_per_host": ranks.local_world_size,
+        "interface": os.environ.get("GLOO_SOCKET_IFNAME"),
+        "address": rendezvous.interface_address(os.environ.get("GLOO_SOCKET_IFNAME")),
+        "rank": ranks.rank,
+    }
+
+
+def record_nodes(spec: RunSpec, ranks: Ranks, writer: RunWriter | None) -> None:
+    """Every host's fingerprint in run.json (``hardware.nodes``, one entry per host with its
+    ranks): rank 0's own fingerprint says nothing of the other nodes."""
+    entries: list[Any] = [None] * ranks.world_size
+    torch.distributed.all_gather_object(entries, node_entry(spec, ranks))
+    if writer is None:
+        return
+    nodes: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        rank = entry.pop("rank")
+        nodes.setdefault(entry["hostname"], {**entry, "ranks": []})["ranks"].append(rank)
+    writer.update(hardware={**writer.record["hardware"], "nodes": list(nodes.values())})
 
 
 def run_rank(
@@ -223,8 +253,10 @@ def run_rank(
     except BaseException as exc:
         if writer is not None:
             # Mark it failed if the disk lets us; a run.json left 'running' reads as stale.
+            # Across nodes, a peer's address in the error is named as its ranks and node.
+            nodes = writer.record.get("hardware", {}).get("nodes") or []
             with contextlib.suppress(ResultsWriteError):
-                writer.finish("failed", error=describe(exc))
+                writer.finish("failed", error=rendezvous.name_peer(describe(exc), nodes))
         if torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
         raise

@@ -10,7 +10,8 @@
 Either way, after ``forward_backward(idx)`` the model's ``.grad`` holds the workers' averaged
 gradient, and the batches come from one global shuffle per epoch (``suite.engine.sharding``).
 For the gradient noise scale a replica set also says how it can see the pieces of a step's
-batch before they are averaged (``piece_recorder``).
+batch before they are averaged (``piece_recorder``, with the recorders of
+``suite.measure.noise_scale``).
 """
 
 from __future__ import annotations
@@ -23,10 +24,16 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from suite.engine.distributed import Ranks
-from suite.engine.precision import Precision
 from suite.engine.sharding import all_worker_batches, worker_batches
-from suite.measure.noise_scale import squared_norm, sum_of_squares
+from suite.measure.noise_scale import (
+    HalvesRecorder,
+    LocalGradientRecorder,
+    MicroBatchRecorder,
+    PieceRecorder,
+    squared_norm,
+)
+from suite.optim.precision import Precision
+from suite.runtime.distributed import Ranks
 from suite.sync.base import SyncStrategy
 
 # The loss of a batch of sample indices through a module: workload.loss(net(x[idx]), y[idx]).
@@ -39,18 +46,6 @@ def has_batch_dependent_layers(model: nn.Module) -> bool:
 
 def gradients(model: nn.Module) -> list[Tensor]:
     return [p.grad for p in model.parameters() if p.grad is not None]
-
-
-class PieceRecorder(ABC):
-    """Squared gradient norms of the pieces of one step's batch, for the noise scale."""
-
-    @abstractmethod
-    def start(self) -> None:
-        """Called before the measured step's forward pass."""
-
-    @abstractmethod
-    def pieces(self) -> list[Tensor]:
-        """After backward: one squared norm per piece (this rank's pieces)."""
 
 
 class Replicas(ABC):
@@ -243,77 +238,3 @@ def simulated_step(
     for b, saved in zip(model.buffers(), rank0_buffers or [], strict=False):
         b.copy_(saved)
     return total / n
-
-
-def half_batch_norms(
-    model: nn.Module, loss_of: LossOf, batch: Tensor | list[Tensor], precision: Precision
-) -> list[Tensor]:
-    """Squared gradient norms of the two halves of a batch whose gradient is in ``.grad``.
-
-    One extra forward and backward pass over the first half, kept out of ``.grad`` (and of the
-    random number stream): the second half's gradient follows from the whole's, so the
-    training is exactly what it would have been without the measurement.
-    """
-    idx = torch.cat(batch) if isinstance(batch, list) else batch
-    first, second = idx.tensor_split(2)
-    params = [p for p in model.parameters() if p.grad is not None]
-    devices = [idx.device] if idx.device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        loss = loss_of(model, first)
-        scaled = precision.scaler.scale(loss) if precision.scaler else loss
-        g_first = torch.autograd.grad(scaled, params)
-    n, n1, n2 = len(idx), len(first), len(second)
-    g_second = [(n * p.grad - n1 * g) / n2 for p, g in zip(params, g_first, strict=True)]
-    return [squared_norm(list(g_first)), squared_norm(g_second)]
-
-
-class LocalGradientRecorder(PieceRecorder):
-    """This rank's local gradient, read as each parameter's gradient is accumulated: before DDP
-    (or the parameter server) averages it. Hooks exist only during a measured step."""
-
-    def __init__(self, model: nn.Module) -> None:
-        self.params = [p for p in model.parameters() if p.requires_grad]
-        self.sums: list[Tensor] = []
-        self.handles: list[Any] = []
-
-    def start(self) -> None:
-        self.sums = []
-        self.handles = [p.register_post_accumulate_grad_hook(self._read) for p in self.params]
-
-    def _read(self, param: Tensor) -> None:
-        self.sums.append(sum_of_squares(param.grad))
-
-    def pieces(self) -> list[Tensor]:
-        for handle in self.handles:
-            handle.remove()
-        self.handles = []
-        return [torch.stack(self.sums).sum() if self.sums else torch.zeros(())]
-
-
-class MicroBatchRecorder(PieceRecorder):
-    """Simulated workers with batch statistics: each worker's micro-batch gradient."""
-
-    def __init__(self, replicas: SimulatedReplicas) -> None:
-        self.replicas = replicas
-
-    def start(self) -> None:
-        self.replicas.norms = []
-
-    def pieces(self) -> list[Tensor]:
-        norms, self.replicas.norms = self.replicas.norms or [], None
-        return norms
-
-
-class HalvesRecorder(PieceRecorder):
-    """One process without batch statistics: the two halves of the step's batch."""
-
-    def __init__(self, replicas: RankReplicas | SimulatedReplicas) -> None:
-        self.replicas = replicas
-
-    def start(self) -> None:
-        pass
-
-    def pieces(self) -> list[Tensor]:
-        r = self.replicas
-        assert r.last_idx is not None
-        return half_batch_norms(r.model, r.loss_of, r.last_idx, r.precision)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -22,14 +22,9 @@ from torch import Tensor, nn
 from suite import progress, sync
 from suite.conf.run_spec import RunSpec
 from suite.engine import data_memo
-from suite.engine import distributed as dd
-from suite.engine.distributed import Ranks
-from suite.engine.lars import LARS, lars_param_groups
-from suite.engine.lr_rules import RULES, LRPlan
-from suite.engine.precision import Precision
 from suite.engine.replicas import RankReplicas, Replicas, SimulatedReplicas, gradients
 from suite.engine.sharding import steps_per_epoch
-from suite.measure.calibration import exposed_metrics, time_without_sync
+from suite.measure.calibration import ExposedCommProbe, time_without_sync
 from suite.measure.comm_probe import CommProbe
 from suite.measure.comm_timer import CommTimer
 from suite.measure.flops import known_peak_tflops, training_flops_per_sample, utilization
@@ -37,8 +32,13 @@ from suite.measure.memory import MemoryProbe
 from suite.measure.noise_scale import NoiseScaleMeter, NoiseScaleProbe, piece_batches
 from suite.measure.probes import Probe, Probes
 from suite.measure.step_timer import StepTimeProbe, sample_indices
+from suite.optim.lars import LARS, lars_param_groups
+from suite.optim.lr_rules import RULES, LRPlan
+from suite.optim.precision import Precision
 from suite.results import RunWriter
-from suite.sync.measure import sync_metrics
+from suite.runtime import distributed as dd
+from suite.runtime.distributed import Ranks
+from suite.sync.traffic import sync_metrics
 from workloads import Data, Workload
 from workloads.base import parameter_count
 
@@ -46,7 +46,7 @@ from workloads.base import parameter_count
 def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter | None) -> str:
     """Run the whole training; returns the final status ('complete' or 'diverged')."""
     run = setup(spec, ranks, device, writer)
-    no_sync_times = calibrate(run)
+    calibrate(run)
     if spec.cfg.train.eval_at_start:
         evaluate_and_record(run, step=0, train_loss=math.nan)
 
@@ -62,10 +62,11 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
             if not evaluate_and_record(run, step, run.losses.take_window()):
                 status, error = "diverged", f"non-finite eval loss at step {step} (epoch {epoch})"
                 break
-            if spec.cfg.train.stop_at_target and run.log[-1]["eval_acc"] >= spec.target_acc:
+            reached = target_hit(run.log, spec.target_acc, spec.cfg.train.target_evals)
+            if spec.cfg.train.stop_at_target and reached is not None:
                 break  # the target is what was asked: the rest of the budget is not needed
 
-    finish(run, step, status, error, no_sync_times)
+    finish(run, step, status, error)
     return status  # DDP's reducer dies with this frame, before the group is destroyed
 
 
@@ -74,27 +75,27 @@ def train_step(run: Run, step: int, idx: Any) -> None:
     lr = run.plan.lr_at(step)
     for group in run.optimizer.param_groups:
         group["lr"] = lr
-    run.probes.step_start(step)
+    run.probes.on_step_start(step)
     run.optimizer.zero_grad(set_to_none=True)
     loss = run.replicas.forward_backward(idx)  # the workers' averaged gradient is in .grad
     run.probes.after_backward(step)
     run.precision.step(run.optimizer)
     run.replicas.after_step()  # parameter exchanges (local SGD's model averaging)
-    run.probes.step_end(step)
+    run.probes.on_step_end(step)
     run.losses.add(loss)
 
 
 def check(run: Run, step: int) -> float:
     """Every rank meets: the mean training loss since the last check (NaN: diverged)."""
     loss = run.losses.sync()
-    run.probes.check()
+    run.probes.on_check()
     run.reporter.run_step(step, loss)
     return loss
 
 
 def evaluate_and_record(run: Run, step: int, train_loss: float) -> bool:
     """Evaluate on the full eval set and log a row; False when the model has diverged."""
-    eval_loss, eval_acc = evaluate(run, run.replicas.eval_model())
+    eval_loss, eval_acc = evaluate(run, run.replicas.eval_model(), run.data.eval_x, run.data.eval_y)
     row = {
         "epoch": round(step / run.steps_per_epoch, 4),
         "step": step,
@@ -105,7 +106,7 @@ def evaluate_and_record(run: Run, step: int, train_loss: float) -> bool:
         "eval_acc": eval_acc,
         "wall_s": time.perf_counter() - run.wall0,
     }
-    run.probes.evaluation(row)
+    run.probes.on_eval(row)
     run.log.append(row)
     if run.writer:
         run.writer.append_epoch(row)
@@ -117,19 +118,14 @@ def evaluate_and_record(run: Run, step: int, train_loss: float) -> bool:
     return math.isfinite(eval_loss)
 
 
-def finish(run: Run, step: int, status: str, error: str | None, no_sync_times: list[float]) -> None:
+def finish(run: Run, step: int, status: str, error: str | None) -> None:
     """Measurements (gathered across ranks: every rank calls this), then the run's files."""
     spec, device = run.spec, run.device
     metrics = run.probes.metrics()
-    if run.comm is not None:
-        metrics.update(exposed_metrics(metrics["step_time_s"], no_sync_times, run.period, device))
-        per_step = run.comm.per_step()
-    else:  # one process: nothing is communicated
-        step_s = metrics["step_time_s"]
-        metrics.update(compute_time_s=step_s, comm_time_s=0.0, exposed_comm_s=0.0)
-        metrics.update(comm_fraction=0.0 if step_s else None, calibration_steps=0)
-        per_step = {s: (0.0, 0.0) for s in run.timer.timer.steps}
-    metrics.update(training_metrics(run.log, step, run.spec.target_acc))
+    step_columns = run.probes.step_columns()
+    metrics.update(
+        training_metrics(run.log, step, run.spec.target_acc, spec.cfg.train.target_evals)
+    )
     metrics.update(sync_metrics(run.strategy, run.replicas.net, device))
     peak = spec.cfg.hardware.peak_tflops or known_peak_tflops(
         device_name(device), spec.cfg.precision
@@ -139,8 +135,9 @@ def finish(run: Run, step: int, status: str, error: str | None, no_sync_times: l
     if tokens and metrics["samples_per_s"]:
         metrics["tokens_per_s"] = metrics["samples_per_s"] * tokens
     final_model = run.replicas.eval_model()  # on every rank: it may communicate
+    metrics.update(test_metrics(run, final_model, metrics))
     if run.writer:
-        run.writer.write_steps(step_rows(run, per_step))
+        run.writer.write_steps(step_rows(run, step_columns))
         if spec.cfg.train.save_params:
             save_params(final_model, run.writer.dir / "params.npz")
         wall = time.perf_counter() - run.wall0
@@ -169,11 +166,8 @@ class Run:
     total_steps: int
     evals: set[int]
     probes: Probes
-    timer: StepTimeProbe
-    comm: CommProbe | None
     flops: float | None
     reporter: progress.Reporter
-    period: int
     losses: LossTracker = field(init=False)
     log: list[dict[str, Any]] = field(default_factory=list)
     wall0: float = field(default_factory=time.perf_counter)
@@ -225,19 +219,15 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         gamma=cfg.schedule.gamma,
         power=cfg.schedule.power,
         exponent=spec.lr_exponent,
+        absolute_peak=spec.absolute_peak_lr,
     )
-    period = strategy.period
-    timer = StepTimeProbe(device, cfg.timing.warmup_steps, spec.global_batch, spec.workers, period)
-    comm = comm_probe(spec, replicas, strategy, timer, device)
-    probes: list[Probe] = [timer, *([comm] if comm else []), MemoryProbe(device)]
-    noise = noise_scale_probe(spec, replicas, precision, device, ranks)
-    if noise is not None:
-        probes.append(noise)
+    probes = build_probes(spec, replicas, strategy, precision, device, ranks)
 
     if writer:
         writer.update(
             init_digest=digest,
             num_params=parameter_count(model),
+            param_numels=[p.numel() for p in model.parameters() if p.requires_grad],
             steps_per_epoch=spe,
             total_steps=total_steps,
             train_samples=data.num_train,
@@ -261,12 +251,9 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         steps_per_epoch=spe,
         total_steps=total_steps,
         evals=eval_steps(spe, cfg.train.epochs, cfg.train.evals_per_epoch, total_steps),
-        probes=Probes(probes),
-        timer=timer,
-        comm=comm,
+        probes=probes,
         flops=flops,
         reporter=reporter,
-        period=period,
         wall0=wall0,
     )
 
@@ -279,13 +266,12 @@ def apply_step_options(step, model: nn.Module, data: Data) -> Data:
     """channels_last (model and images) and torch.compile, in place; the images as used."""
     if step.channels_last:
         model.to(memory_format=torch.channels_last)
-        if data.train_x.dim() == 4:
-            data = Data(
-                *(
-                    t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t
-                    for t in (data.train_x, data.train_y, data.eval_x, data.eval_y)
-                )
-            )
+        images = {
+            f.name: t.contiguous(memory_format=torch.channels_last)
+            for f in fields(data)
+            if isinstance(t := getattr(data, f.name), Tensor) and t.dim() == 4
+        }
+        data = replace(data, **images)
     if step.compile:
         model.compile()  # in place: same module, same state_dict keys, compiled on first call
     return data
@@ -295,7 +281,8 @@ def on_device(data: Data, device: torch.device, dtype: torch.dtype) -> Data:
     def move(t: Tensor) -> Tensor:
         return t.to(device, dtype) if t.is_floating_point() else t.to(device)
 
-    return Data(move(data.train_x), move(data.train_y), move(data.eval_x), move(data.eval_y))
+    test = [move(t) if t is not None else None for t in (data.test_x, data.test_y)]
+    return Data(move(data.train_x), move(data.train_y), move(data.eval_x), move(data.eval_y), *test)
 
 
 def build_replicas(
@@ -322,6 +309,23 @@ def build_replicas(
     if hook is not None and not cfg.timing.comm_hook:
         hook.register(replicas.net)
     return replicas
+
+
+def build_probes(
+    spec: RunSpec, replicas: Replicas, strategy, precision: Precision, device, ranks: Ranks
+) -> Probes:
+    """The run's probes; the step timer first, so that it brackets the others' work."""
+    cfg = spec.cfg
+    timer = StepTimeProbe(
+        device, cfg.timing.warmup_steps, spec.global_batch, spec.workers, strategy.period
+    )
+    comm = comm_probe(spec, replicas, strategy, timer, device)
+    probes: list[Probe] = [timer, *([comm] if comm else []), MemoryProbe(device)]
+    noise = noise_scale_probe(spec, replicas, precision, device, ranks)
+    if noise is not None:
+        probes.append(noise)
+    probes.append(ExposedCommProbe(timer, communicates=comm is not None))
+    return Probes(probes)
 
 
 def comm_probe(
@@ -393,14 +397,13 @@ def eval_steps(spe: int, epochs: int, per_epoch: int, total_steps: int) -> set[i
     return {s for s in points if 0 < s <= total_steps} | {total_steps}
 
 
-def calibrate(run: Run) -> list[float]:
-    """Durations of the run's own steps without communication, all state restored after."""
+def calibrate(run: Run) -> None:
+    """The run's own steps timed without communication, all state restored after; the probes
+    get their durations."""
     steps = run.spec.cfg.timing.calibration_steps
-    if run.comm is None or steps == 0:
-        return []
+    if not dd.active() or steps == 0:
+        return  # one process: nothing to take out of its steps
     warm = run.spec.cfg.timing.warmup_steps
-    ops = run.strategy.counter.pending_ops
-    calls = run.comm.hook_timer.calls if run.comm.hook_timer else 0
 
     def plain_step(idx: Any) -> None:
         run.optimizer.zero_grad(set_to_none=True)
@@ -409,6 +412,7 @@ def calibrate(run: Run) -> list[float]:
         run.replicas.after_step()
 
     run.replicas.net.train()
+    run.probes.on_calibration_start()
     times = time_without_sync(
         run.replicas.model,
         run.replicas.no_sync(),
@@ -420,19 +424,15 @@ def calibrate(run: Run) -> list[float]:
         steps,
         run.device,
     )
-    hooked_calls = run.comm.hook_timer.calls if run.comm.hook_timer else 0
-    if run.strategy.counter.pending_ops != ops or hooked_calls != calls:
-        raise RuntimeError("gradients were synchronized during the no_sync calibration")
-    return times
+    run.probes.on_calibration_end(times)
 
 
 # ---- evaluation and bookkeeping -----------------------------------------------------------
 
 
-def evaluate(run: Run, model: nn.Module) -> tuple[float, float]:
-    """Loss and accuracy on the full eval set, each rank taking every world-th sample."""
-    x, y, ranks, device = run.data.eval_x, run.data.eval_y, run.ranks, run.device
-    chunk = run.workload.eval_chunk
+def evaluate(run: Run, model: nn.Module, x: Tensor, y: Tensor) -> tuple[float, float]:
+    """Loss and accuracy on a whole split, each rank taking every world-th sample."""
+    ranks, device, chunk = run.ranks, run.device, run.workload.eval_chunk
     model.eval()
     idx = torch.arange(ranks.rank, x.shape[0], ranks.world_size, device=device)
     loss_sum = correct = count = 0.0
@@ -478,9 +478,33 @@ class LossTracker:
         return mean
 
 
-def training_metrics(log: list[dict[str, Any]], step: int, target: float) -> dict[str, Any]:
+def target_hit(log: list[dict[str, Any]], target: float, evals: int) -> dict[str, Any] | None:
+    """The evaluation counted as reaching the target, or None: the first window of ``evals``
+    consecutive evaluations whose median accuracy reaches it, counted at the window's middle
+    (a moving median: one noisy evaluation neither reaches the target nor misses it)."""
+    for end in range(evals, len(log) + 1):
+        window = [r["eval_acc"] for r in log[end - evals : end]]
+        if all(math.isfinite(a) for a in window) and float(np.median(window)) >= target:
+            return log[end - 1 - evals // 2]
+    return None
+
+
+def test_metrics(run: Run, model: nn.Module, metrics: dict[str, Any]) -> dict[str, Any]:
+    """Which split the evaluations used, and the final model's loss and accuracy on the test
+    split: evaluated once here when the evaluations were on a validation split."""
+    split = run.data.eval_split
+    if run.data.test_x is None or run.data.test_y is None:
+        loss, acc = metrics["final_eval_loss"], metrics["final_eval_acc"]
+    else:
+        loss, acc = evaluate(run, model, run.data.test_x, run.data.test_y)
+    return {"eval_split": split, "final_test_loss": loss, "final_test_acc": acc}
+
+
+def training_metrics(
+    log: list[dict[str, Any]], step: int, target: float, target_evals: int = 1
+) -> dict[str, Any]:
     last = log[-1] if log else {}
-    hit = next((r for r in log if r["eval_acc"] >= target), None)
+    hit = target_hit(log, target, target_evals)
     accs = [r["eval_acc"] for r in log if math.isfinite(r["eval_acc"])]
     train_losses = [r["train_loss"] for r in log if math.isfinite(r["train_loss"])]
     return {
@@ -494,18 +518,11 @@ def training_metrics(log: list[dict[str, Any]], step: int, target: float) -> dic
     }
 
 
-def step_rows(run: Run, per_step: dict[int, tuple[float, float]]):
-    """steps.csv: every timed step (sampled if long) with its communication where measured."""
-    steps, step_max = run.timer.timer.steps, run.timer.step_max
+def step_rows(run: Run, columns: dict[int, dict[str, Any]]):
+    """steps.csv: every timed step (sampled if long) with the probes' columns and its LR."""
+    steps = list(columns)
     for i in sample_indices(len(steps), run.spec.cfg.timing.max_recorded_steps):
-        comm_s, wait_s = per_step.get(steps[i], (math.nan, math.nan))
-        yield {
-            "step": steps[i],
-            "step_time_s": step_max[i],
-            "comm_s": comm_s,
-            "comm_wait_s": wait_s,
-            "lr": run.plan.lr_at(steps[i]),
-        }
+        yield {"step": steps[i], **columns[steps[i]], "lr": run.plan.lr_at(steps[i])}
 
 
 def save_params(model: nn.Module, path) -> None:

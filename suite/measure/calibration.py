@@ -1,11 +1,18 @@
 """Calibration: time the run's own training steps with gradient sync off, changing nothing.
 
-``exposed communication = step time - step time without sync``: the same step (zero_grad,
+``exposed communication = step time - step time without sync``, the slowest rank's: the same
+step (zero_grad,
 forward, backward, optimizer step) on the same batches, but under DDP's ``no_sync()`` so no
 gradient is all-reduced (a strategy that synchronizes outside DDP's hooks, like the parameter
 server, is switched off by the replicas). The optimizer really steps, so both timings cover
 the same work; the model, optimizer, loss-scaler and RNG states are restored afterwards, so the
 training trajectory is exactly the one without calibration.
+
+The step splits into the typical rank's compute (``rank_compute_time_s``: each rank's median
+step without sync, averaged over ranks), the wait for the slowest rank (``straggler_wait_s``:
+the slowest rank's compute per step minus the typical rank's; a synchronous step cannot finish
+before its slowest rank's gradients) and the exposed all-reduce (``exposed_comm_s``: what the
+step takes beyond the slowest rank's compute).
 """
 
 from __future__ import annotations
@@ -19,8 +26,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from suite.engine.precision import Precision
-from suite.measure.step_timer import StepTimer, median, windowed
+from suite.measure.probes import Probe
+from suite.measure.step_timer import StepTimeProbe, StepTimer, median, windowed
+from suite.optim.precision import Precision
 
 
 @contextlib.contextmanager
@@ -71,14 +79,35 @@ def time_without_sync(
     return timer.durations
 
 
+def mean_across_ranks(value: float | None, device: torch.device) -> float | None:
+    """The mean over ranks of one number per rank (None if any rank has none)."""
+    import torch.distributed as dist
+
+    from suite.runtime import distributed as dd
+
+    if not dd.active():
+        return value
+    t = torch.tensor([value if value is not None else float("nan")], dtype=torch.float64)
+    t = t.to(device)
+    dist.all_reduce(t)
+    mean = float(t.item()) / dist.get_world_size()
+    return None if mean != mean else mean
+
+
 def exposed_metrics(
     step_time_s: float | None, no_sync_times: list[float], period: int, device: torch.device
 ) -> dict[str, Any]:
     """compute_time_s (the median step without sync, max across ranks), exposed_comm_s (what
-    sync adds to the median step) and comm_fraction (its share of the step)."""
-    from suite.engine import distributed as dd
+    sync adds to the median step), comm_fraction (its share of the step), and the split of
+    compute_time_s into the typical rank's compute and the wait for the slowest rank."""
+    from suite.runtime import distributed as dd
 
     compute = median(windowed(dd.max_across_ranks(no_sync_times, device), period))
+    typical = mean_across_ranks(median(windowed(no_sync_times, period)), device)
+    wait = None
+    if compute is not None and typical is not None:
+        wait = max(0.0, compute - typical)
+        typical = compute - wait  # the three parts add up to the step
     exposed = None
     if step_time_s is not None and compute is not None:
         # Noise can make the difference slightly negative; no sync cannot cost time.
@@ -87,5 +116,40 @@ def exposed_metrics(
         "compute_time_s": compute,
         "exposed_comm_s": exposed,
         "comm_fraction": exposed / step_time_s if exposed is not None and step_time_s else None,
+        "rank_compute_time_s": typical,
+        "straggler_wait_s": wait,
         "calibration_steps": len(no_sync_times),
     }
+
+
+class ExposedCommProbe(Probe):
+    """The step split into compute and exposed communication: the run's median step against its
+    calibration's. In a run of one process nothing is communicated: the step is all compute,
+    and every step's communication is 0."""
+
+    def __init__(self, step_probe: StepTimeProbe, communicates: bool) -> None:
+        self.step_probe, self.communicates = step_probe, communicates
+        self.no_sync_times: list[float] = []
+
+    def on_calibration_end(self, times: list[float]) -> None:
+        self.no_sync_times = times
+
+    def metrics(self) -> dict[str, Any]:
+        step_s = self.step_probe.step_time_s
+        if self.communicates:
+            probe = self.step_probe
+            return exposed_metrics(step_s, self.no_sync_times, probe.period, probe.device)
+        return {
+            "compute_time_s": step_s,
+            "comm_time_s": 0.0,
+            "exposed_comm_s": 0.0,
+            "rank_compute_time_s": step_s,
+            "straggler_wait_s": 0.0,
+            "comm_fraction": 0.0 if step_s else None,
+            "calibration_steps": 0,
+        }
+
+    def step_columns(self) -> dict[int, dict[str, Any]]:
+        if self.communicates:
+            return {}  # the communication probe's
+        return {step: {"comm_s": 0.0, "comm_wait_s": 0.0} for step in self.step_probe.timer.steps}

@@ -16,6 +16,7 @@ of this host, must fit in what the host (MemAvailable) or each GPU (free memory)
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import sys
@@ -29,14 +30,16 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from suite.conf.run_spec import check_writable, resolve_backend, usable_cores
-from suite.engine import distributed as dd
-from suite.engine.distributed import Ranks
-from suite.errors import UserError
+from suite.errors import ResultsWriteError, UserError
 from suite.measure.collectives import CHUNK, COLLECTIVES, ROOT, Collective, count_wrong
 from suite.measure.fingerprint import fingerprint
-from suite.measure.step_timer import wait_for_device
 from suite.results import COMM_BENCH_JSON, now_iso, read_json, write_comm_bench
+from suite.results import lock as results_lock
+from suite.results.gate import TAG_PATTERN
+from suite.runtime import distributed as dd
+from suite.runtime import host_memory
+from suite.runtime.distributed import Ranks
+from suite.runtime.host import check_writable, resolve_backend, usable_cores, wait_for_device
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # Relative tolerance of the correctness check (exact sums are expected; this absorbs rounding
@@ -164,6 +167,10 @@ def resolve(
     if workers < 1:
         raise UserError(f"--workers must be an integer >= 1, got {workers}")
     names = parse_collectives(collectives)
+    if tag is not None and not TAG_PATTERN.fullmatch(tag):
+        raise UserError(
+            f"--tag must be a machine name (letters, digits, '_', '.', '+', '-'), got {tag!r}"
+        )
     if dtype not in DTYPES:
         raise UserError(f"--dtype must be one of {', '.join(DTYPES)}, got '{dtype}'")
     if warmup < 0:
@@ -209,20 +216,10 @@ def resolve(
 
 def mem_available() -> int | None:
     """The host's MemAvailable in bytes (None where /proc/meminfo has none)."""
-    try:
-        for line in MEMINFO.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    return host_memory.mem_available(MEMINFO)
 
 
-def human_size(n: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{int(n)} B"
+human_size = host_memory.human_size
 
 
 def check_memory(
@@ -241,6 +238,7 @@ def check_memory(
     need, name = max(
         (COLLECTIVES[n].buffer_bytes(max(sizes), world) + CHECK_BYTES, n) for n in names
     )
+    footprint = 0
     if device == "cuda":
         # Asking creates this process's CUDA context on each GPU; what is free is measured
         # after it, so the context this command holds is accounted for.
@@ -248,15 +246,18 @@ def check_memory(
         available = min(torch.cuda.mem_get_info(r)[0] for r in ranks)
         where, total = "free on a GPU", need
     else:
+        # Each rank is a process that has imported torch before its first buffer: measured.
+        footprint = host_memory.rank_footprint() if local_rank is None else 0
         available = mem_available()
-        where, total = "available (MemAvailable)", need * local
+        where, total = "available (MemAvailable)", (need + footprint) * local
     if available is None or total <= available:
         return
+    process = f" + {human_size(footprint)} for its process" if footprint else ""
     per_host = f" x {local} ranks on this host = {human_size(total)}" if device == "cpu" else ""
     raise UserError(
         f"messages of {human_size(max(sizes))} do not fit in memory: {name} needs "
-        f"{human_size(need)} per rank{per_host}, {human_size(available)} {where}; "
-        "lower the largest size (--sizes or -e)"
+        f"{human_size(need)} per rank{process}{per_host}, {human_size(available)} {where}; "
+        "lower the largest size (--sizes or -e) or --workers"
     )
 
 
@@ -315,16 +316,22 @@ def format_row(row: dict[str, Any]) -> str:
 
 
 def bench_dir_for(spec: BenchSpec, hostname: str) -> Path:
-    """A new directory name: machine, backend, world size, dtype and UTC time."""
+    """A new directory, created here so that no other writer can take its name: machine,
+    backend, world size, dtype and UTC time (``-2``, ``-3``, ... when that name is taken)."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     machine = re.sub(r"[^A-Za-z0-9_.-]", "_", spec.tag or hostname)
     base = f"{machine}-{spec.backend}-w{spec.workers}-{spec.dtype}-{stamp}"
     root = Path(spec.results_dir).expanduser() / "comm_bench"
-    path, n = root / base, 1
-    while path.exists():
-        n += 1
-        path = root / f"{base}-{n}"
-    return path
+    for n in range(1, 10_000):
+        path = root / (base if n == 1 else f"{base}-{n}")
+        try:
+            path.mkdir(parents=True)  # atomic: exactly one writer creates it
+            return path
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise ResultsWriteError(path, exc) from None
+    raise UserError(f"no free result name for {base} in {root}")
 
 
 PLACEMENT = {
@@ -416,14 +423,24 @@ def run(spec: BenchSpec) -> int:
         dd.slurm_master_env()
         run_rank(spec, joined, "env://", None)
         return 0
-    bench_dir = bench_dir_for(spec, socket.gethostname())
-    try:
-        if spec.workers == 1:
-            with tempfile.TemporaryDirectory(prefix="dpsuite-store-") as tmp:
-                run_rank(spec, Ranks(0, 1, 0, 1), Path(tmp, "store").as_uri(), bench_dir)
-        else:
-            dd.spawn_local(_spawned, (spec, bench_dir), spec.workers, spec.threads_per_worker)
-    except dd.WorkerFailure as exc:
-        print(f"dpsuite: comm-bench failed: {exc}", file=sys.stderr)
-        return 1
+    command = (
+        f"dpsuite comm-bench --workers {spec.workers} --collective {','.join(spec.collectives)} "
+        f"--results-dir {spec.results_dir}"
+    )
+    # One command per results directory: a benchmark beside a running sweep would measure
+    # the sweep's contention, and the sweep would be slowed by it.
+    with results_lock.for_launcher([spec.results_dir], command):
+        bench_dir = bench_dir_for(spec, socket.gethostname())
+        try:
+            if spec.workers == 1:
+                with tempfile.TemporaryDirectory(prefix="dpsuite-store-") as tmp:
+                    run_rank(spec, Ranks(0, 1, 0, 1), Path(tmp, "store").as_uri(), bench_dir)
+            else:
+                dd.spawn_local(_spawned, (spec, bench_dir), spec.workers, spec.threads_per_worker)
+        except dd.WorkerFailure as exc:
+            print(f"dpsuite: comm-bench failed: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            with contextlib.suppress(OSError):
+                bench_dir.rmdir()  # only when nothing was written into it
     return 1 if read_json(bench_dir / COMM_BENCH_JSON).get("errors_total") else 0

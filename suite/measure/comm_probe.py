@@ -25,10 +25,10 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite.engine import distributed as dd
 from suite.measure.comm_timer import CommTimer
 from suite.measure.probes import Probe
 from suite.measure.step_timer import StepTimer, median, percentile
+from suite.runtime import distributed as dd
 from suite.sync.counter import CommCounter
 
 NS = 1e-9
@@ -53,8 +53,20 @@ class CommProbe(Probe):
         self.rejected = 0
         self._forwards = 0  # DDP iterations with gradient sync so far (the reducer's count)
         self._described_start_ns = 0  # wall clock at the start of the step the next sample is of
+        self._before_calibration = (0, 0)  # (ops issued, hooked calls) when calibration began
         if self.ddp is not None:
             self.ddp._set_ddp_runtime_logging_sample_rate(every)
+
+    def on_calibration_start(self) -> None:
+        self._before_calibration = self._exchanges()
+
+    def on_calibration_end(self, times: list[float]) -> None:
+        if self._exchanges() != self._before_calibration:
+            raise RuntimeError("gradients were synchronized during the no_sync calibration")
+
+    def _exchanges(self) -> tuple[int, int]:
+        """Collectives issued so far: by the strategy's counter, and through the timed hook."""
+        return self.counter.pending_ops, self.hook_timer.calls if self.hook_timer else 0
 
     def on_step_start(self, step: int) -> None:
         if self.hook_timer is not None:
@@ -96,6 +108,15 @@ class CommProbe(Probe):
         tail = [self.samples[s][1] + w for s, w in zip(steps, waited, strict=True)]
         comm, tail = dd.max_across_ranks(comm, self.device), dd.max_across_ranks(tail, self.device)
         return {s: (c, t) for s, c, t in zip(steps, comm, tail, strict=True)}
+
+    def step_columns(self) -> dict[int, dict[str, Any]]:
+        """comm_s and comm_wait_s of every timed step: NaN on the steps not sampled."""
+        sampled = self.per_step()
+        nan = (float("nan"), float("nan"))
+        return {
+            step: dict(zip(("comm_s", "comm_wait_s"), sampled.get(step, nan), strict=True))
+            for step in self.timer.steps
+        }
 
     def metrics(self) -> dict[str, Any]:
         """Medians over the sampled steps of the hooks' communication, plus the mean time per

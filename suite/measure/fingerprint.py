@@ -14,11 +14,12 @@ import hashlib
 import json
 import os
 import platform
-import re
 import socket
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
+
+from suite.runtime.host import slurm_tasks_on_node
 
 # Environment variables that change how communication and compute run (NCCL's algorithms and
 # transports, thread counts and pinning, allocator settings, visible devices).
@@ -188,31 +189,6 @@ def oversubscribed(workers_per_host: int, threads: int, cores: int, allocated: i
     ranks_are_tasks = "SLURM_STEP_ID" in os.environ and slurm_tasks_on_node(os.environ) > 1
     per_task = 1 if ranks_are_tasks else workers_per_host
     return per_task * threads > cores or workers_per_host * threads > (allocated or cores)
-
-
-def slurm_tasks_on_node(env: Mapping[str, str]) -> int:
-    """How many tasks of this SLURM step run on this node (1 outside SLURM).
-
-    ``srun -n2`` sets SLURM_STEP_TASKS_PER_NODE (and the allocation SLURM_TASKS_PER_NODE), not
-    SLURM_NTASKS_PER_NODE, which only ``--ntasks-per-node`` sets. Their format lists a count
-    per node, runs compressed: ``2(x3),1`` is 2, 2, 2, 1; SLURM_NODEID says which is ours.
-    """
-    for key in ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE"):
-        counts = _per_node_counts(env.get(key, ""))
-        if counts:
-            node = int(env.get("SLURM_NODEID", "0"))
-            return counts[node] if node < len(counts) else counts[-1]
-    return 1
-
-
-def _per_node_counts(text: str) -> list[int]:
-    counts: list[int] = []
-    for part in text.split(","):
-        match = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
-        if match is None:
-            return []
-        counts += [int(match[1])] * int(match[2] or 1)
-    return counts
 
 
 def _slurm_int(key: str) -> int | None:

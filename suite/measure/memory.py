@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from suite.engine import distributed as dd
 from suite.measure.probes import Probe
+from suite.runtime import distributed as dd
 
 STATUS = Path("/proc/self/status")
 CLEAR_REFS = Path("/proc/self/clear_refs")

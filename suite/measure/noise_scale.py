@@ -14,13 +14,16 @@ a window of at least ``noise_scale.window_steps`` training steps before ``B_simp
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import Tensor, nn
 
 from suite.measure.probes import Probe
+from suite.optim.precision import Precision
 
 
 def unbiased_estimates(
@@ -149,7 +152,7 @@ class NoiseScaleMeter:
         big = torch.stack([b for _, _, b in self._pending]).double().tolist()
         self._pending.clear()
         if self.method == "ranks":
-            from suite.engine import distributed as dd
+            from suite.runtime import distributed as dd
 
             small = [s / self.world_size for s in dd.all_reduce_sum(small, self.device)]
         for step, s, b in zip(steps, small, big, strict=True):
@@ -206,7 +209,7 @@ class NoiseScaleProbe(Probe):
     def __init__(
         self,
         meter: NoiseScaleMeter,
-        recorder: Any,  # suite.engine.replicas.PieceRecorder: start(), pieces()
+        recorder: PieceRecorder,
         gradients: Callable[[], list[torch.Tensor]],
         loss_scale: Callable[[], float],
     ) -> None:
@@ -232,3 +235,96 @@ class NoiseScaleProbe(Probe):
 
     def metrics(self) -> dict[str, Any]:
         return {"grad_noise_scale": self.meter.summary()}
+
+
+# ---- the pieces of a step's batch, as each kind of replicas can see them ----------------------
+
+
+class PieceRecorder(ABC):
+    """Squared gradient norms of the pieces of one step's batch, for the noise scale."""
+
+    @abstractmethod
+    def start(self) -> None:
+        """Called before the measured step's forward pass."""
+
+    @abstractmethod
+    def pieces(self) -> list[Tensor]:
+        """After backward: one squared norm per piece (this rank's pieces)."""
+
+
+def half_batch_norms(
+    model: nn.Module,
+    loss_of: Callable[[nn.Module, Tensor], Tensor],
+    batch: Tensor | list[Tensor],
+    precision: Precision,
+) -> list[Tensor]:
+    """Squared gradient norms of the two halves of a batch whose gradient is in ``.grad``.
+
+    One extra forward and backward pass over the first half, kept out of ``.grad`` (and of the
+    random number stream): the second half's gradient follows from the whole's, so the
+    training is exactly what it would have been without the measurement.
+    """
+    idx = torch.cat(batch) if isinstance(batch, list) else batch
+    first, second = idx.tensor_split(2)
+    params = [p for p in model.parameters() if p.grad is not None]
+    devices = [idx.device] if idx.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        loss = loss_of(model, first)
+        scaled = precision.scaler.scale(loss) if precision.scaler else loss
+        g_first = torch.autograd.grad(scaled, params)
+    n, n1, n2 = len(idx), len(first), len(second)
+    g_second = [(n * p.grad - n1 * g) / n2 for p, g in zip(params, g_first, strict=True)]
+    return [squared_norm(list(g_first)), squared_norm(g_second)]
+
+
+class LocalGradientRecorder(PieceRecorder):
+    """This rank's local gradient, read as each parameter's gradient is accumulated: before DDP
+    (or the parameter server) averages it. Hooks exist only during a measured step."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.sums: list[Tensor] = []
+        self.handles: list[Any] = []
+
+    def start(self) -> None:
+        self.sums = []
+        self.handles = [p.register_post_accumulate_grad_hook(self._read) for p in self.params]
+
+    def _read(self, param: Tensor) -> None:
+        self.sums.append(sum_of_squares(param.grad))
+
+    def pieces(self) -> list[Tensor]:
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+        return [torch.stack(self.sums).sum() if self.sums else torch.zeros(())]
+
+
+class MicroBatchRecorder(PieceRecorder):
+    """Simulated workers with batch statistics: each worker's micro-batch gradient (the
+    replicas append one squared norm per micro-batch to their ``norms`` while it is a list)."""
+
+    def __init__(self, replicas: Any) -> None:
+        self.replicas = replicas
+
+    def start(self) -> None:
+        self.replicas.norms = []
+
+    def pieces(self) -> list[Tensor]:
+        norms, self.replicas.norms = self.replicas.norms or [], None
+        return norms
+
+
+class HalvesRecorder(PieceRecorder):
+    """One process without batch statistics: the two halves of the step's batch."""
+
+    def __init__(self, replicas: Any) -> None:  # model, loss_of, last_idx, precision
+        self.replicas = replicas
+
+    def start(self) -> None:
+        pass
+
+    def pieces(self) -> list[Tensor]:
+        r = self.replicas
+        assert r.last_idx is not None
+        return half_batch_norms(r.model, r.loss_of, r.last_idx, r.precision)

@@ -1,27 +1,74 @@
-"""Measurement as probes: objects the training loop calls at fixed points of every step.
+"""Measurement as probes: objects the training loop calls at fixed points of a run.
 
-The loop knows nothing about what is measured. It calls, in this order::
+The loop knows nothing about what is measured. It calls ``Probes`` by the hooks' own names,
+in this order::
 
-    probes.step_start(step)      # before the step's forward pass
-    probes.after_backward(step)  # the averaged gradient is in .grad, the optimizer has not run
-    probes.step_end(step)        # after the optimizer step (and any parameter exchange)
-    probes.check()               # at each loss check: the ranks meet, small collectives are ok
-    probes.evaluation(row)       # at each evaluation: add columns to the epochs.csv row
-    probes.metrics()             # at the end, on every rank: run.json metrics (may gather)
+    probes.on_calibration_start()       # before the timed steps without gradient sync
+    probes.on_calibration_end(times)    # after them: each calibration step's duration
+    probes.on_step_start(step)          # before the step's forward pass
+    probes.after_backward(step)         # the averaged gradient is in .grad, no optimizer step yet
+    probes.on_step_end(step)            # after the optimizer step (and any parameter exchange)
+    probes.on_check()                   # at each loss check: the ranks meet, small collectives ok
+    probes.on_eval(row)                 # at each evaluation: add columns to the epochs.csv row
+    probes.metrics()                    # at the end, on every rank: run.json metrics (may gather)
+    probes.step_columns()               # then: steps.csv columns by step (may gather)
 
-A probe overrides only the calls it needs; the others are not called at all, and a probe that is
-not sampling a step returns at once: the unmeasured step costs a few attribute lookups.
+A probe overrides only the hooks it needs; the others are not called at all, and a probe that is
+not sampling a step returns at once: the unmeasured step costs a few attribute lookups. A probe
+class that defines a method named like a hook but not one (``evaluation``, ``on_step``) is refused
+when it is defined: it would never be called.
 """
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
-HOOKS = ("on_step_start", "after_backward", "on_step_end", "on_check", "on_eval")
+# Called at the loop's points, only on the probes that override them.
+HOOKS = (
+    "on_calibration_start",
+    "on_calibration_end",
+    "on_step_start",
+    "after_backward",
+    "on_step_end",
+    "on_check",
+    "on_eval",
+)
+# Called on every probe at the end of the run (every rank: they may gather).
+OUTPUTS = ("metrics", "step_columns")
+# A method named with a hook's prefix, or with one of the loop's points, must be a hook (the
+# rest of a probe's methods are its own).
+_HOOK_PREFIXES = ("on_", "after_", "before_")
+_LOOP_POINTS = {
+    "step_start": "on_step_start",
+    "step_end": "on_step_end",
+    "check": "on_check",
+    "evaluation": "on_eval",
+    "step_rows": "step_columns",
+}
 
 
 class Probe:
     """A measurement riding along the training loop."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, value in vars(cls).items():
+            if callable(value) and _looks_like_a_hook(name) and name not in HOOKS + OUTPUTS:
+                guess = _LOOP_POINTS.get(name) or next(
+                    iter(difflib.get_close_matches(name, HOOKS + OUTPUTS, n=1, cutoff=0.6)), None
+                )
+                hint = f" (did you mean {guess}?)" if guess else ""
+                raise TypeError(
+                    f"{cls.__name__}.{name} is not a probe hook{hint}: the loop never calls it; "
+                    f"the hooks are {', '.join(HOOKS + OUTPUTS)}"
+                )
+
+    def on_calibration_start(self) -> None:
+        """Before the calibration's steps without gradient sync."""
+
+    def on_calibration_end(self, times: list[float]) -> None:
+        """After them: the duration of each timed calibration step on this rank."""
 
     def on_step_start(self, step: int) -> None:
         """Before the step's forward pass."""
@@ -42,6 +89,14 @@ class Probe:
         """run.json metrics, at the end of the run; called on every rank (it may gather)."""
         return {}
 
+    def step_columns(self) -> dict[int, dict[str, Any]]:
+        """steps.csv columns by timed step, after ``metrics``; on every rank (it may gather)."""
+        return {}
+
+
+def _looks_like_a_hook(name: str) -> bool:
+    return name.startswith(_HOOK_PREFIXES) or name in _LOOP_POINTS
+
 
 def _overrides(probe: Probe, hook: str) -> bool:
     return getattr(type(probe), hook) is not getattr(Probe, hook)
@@ -54,13 +109,23 @@ class Probes:
     def __init__(self, probes: list[Probe]) -> None:
         self.probes = probes
         calls = {h: [getattr(p, h) for p in probes if _overrides(p, h)] for h in HOOKS}
+        self._calibration_start = calls["on_calibration_start"]
+        self._calibration_end = calls["on_calibration_end"]
         self._start = calls["on_step_start"][::-1]
         self._backward = calls["after_backward"]
         self._end = calls["on_step_end"]
         self._check = calls["on_check"]
         self._eval = calls["on_eval"]
 
-    def step_start(self, step: int) -> None:
+    def on_calibration_start(self) -> None:
+        for call in self._calibration_start:
+            call()
+
+    def on_calibration_end(self, times: list[float]) -> None:
+        for call in self._calibration_end:
+            call(times)
+
+    def on_step_start(self, step: int) -> None:
         for call in self._start:
             call(step)
 
@@ -68,15 +133,15 @@ class Probes:
         for call in self._backward:
             call(step)
 
-    def step_end(self, step: int) -> None:
+    def on_step_end(self, step: int) -> None:
         for call in self._end:
             call(step)
 
-    def check(self) -> None:
+    def on_check(self) -> None:
         for call in self._check:
             call()
 
-    def evaluation(self, row: dict[str, Any]) -> None:
+    def on_eval(self, row: dict[str, Any]) -> None:
         for call in self._eval:
             call(row)
 
@@ -85,3 +150,11 @@ class Probes:
         for probe in self.probes:
             out.update(probe.metrics())
         return out
+
+    def step_columns(self) -> dict[int, dict[str, Any]]:
+        """Every probe's steps.csv columns, joined by step (in step order)."""
+        rows: dict[int, dict[str, Any]] = {}
+        for probe in self.probes:
+            for step, columns in probe.step_columns().items():
+                rows.setdefault(step, {}).update(columns)
+        return dict(sorted(rows.items()))

@@ -11,12 +11,7 @@ from typing import Any
 import torch
 
 from suite.measure.probes import Probe
-
-
-def wait_for_device(device: torch.device) -> None:
-    """Wait for queued device work so a clock reading means what it says."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+from suite.runtime.host import wait_for_device
 
 
 @dataclass
@@ -107,7 +102,7 @@ class StepTimeProbe(Probe):
         self.timer.stop(step)
 
     def metrics(self) -> dict[str, Any]:
-        from suite.engine import distributed as dd
+        from suite.runtime import distributed as dd
 
         durations = self.timer.durations
         self.step_max = dd.max_across_ranks(durations, self.device)
@@ -118,8 +113,20 @@ class StepTimeProbe(Probe):
         return {
             "samples_per_s": samples_per_s,
             "samples_per_s_per_worker": samples_per_s / self.workers if samples_per_s else None,
-            "step_time_s": median(windowed(self.step_max, self.period)),
+            "step_time_s": self.step_time_s,
             "step_time_p90_s": percentile(self.step_max, 90),
             "step_time_min_s": min(self.step_max) if self.step_max else None,
             "timed_steps": len(durations),
+        }
+
+    @property
+    def step_time_s(self) -> float | None:
+        """The median step (over windows of ``period`` steps), max across ranks."""
+        return median(windowed(self.step_max, self.period))
+
+    def step_columns(self) -> dict[int, dict[str, Any]]:
+        """Every timed step's time, max across ranks (read after ``metrics`` gathered it)."""
+        return {
+            step: {"step_time_s": t}
+            for step, t in zip(self.timer.steps, self.step_max, strict=True)
         }

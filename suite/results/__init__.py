@@ -4,7 +4,15 @@ Names, units and meanings of every key and column: ``suite.results.schema``.
 """
 
 from suite.results import schema
-from suite.results.load import find_runs, flatten, load, load_epochs, load_steps, read_csv_checked
+from suite.results.load import (
+    find_runs,
+    flatten,
+    load,
+    load_comm_bench,
+    load_epochs,
+    load_steps,
+    read_csv_checked,
+)
 from suite.results.store import (
     ATTEMPTS_DIR,
     COMM_BENCH_COLUMNS,
@@ -19,7 +27,6 @@ from suite.results.store import (
     append_csv,
     config_hash,
     effective_status,
-    load_comm_bench,
     make_run_id,
     now_iso,
     read_json,

@@ -6,30 +6,37 @@ as ``grad_noise_scale.*``), the fingerprint as ``hardware.*`` and the composed c
 ``suite.results.schema``. ``load_epochs(path)`` and ``load_steps(path)`` give every run's rows
 below ``path`` with its ``run_id``.
 
-A run.json is trusted only when it is where its run id says (its directory's name), once, and,
-for files of this schema version, when its config still hashes to its run id: a copy of a run
-directory under another name, or a hand-edited config, is left out with a warning naming the
-file. Damaged files are warnings too; the rest loads.
+Every reader takes its runs from ``suite.results.gate``: a run.json is trusted only when its keys,
+types, values and status are the schema's, it is where its run id says (its directory's name),
+once, and its config still hashes to its run id. Anything else (a copy under another name, a
+hand-edited file, a damaged one) is left out with a warning naming the file and the field.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from suite.results import schema
+from suite.results.gate import (
+    check_comm_meta,
+    check_comm_rows,
+    is_regular,
+    trusted_runs,
+    walk_files,
+)
 from suite.results.store import (
+    COMM_BENCH_COLUMNS,
+    COMM_BENCH_CSV,
+    COMM_BENCH_JSON,
     EPOCH_COLUMNS,
-    SCHEMA_VERSION,
     STEP_COLUMNS,
     effective_status,
-    make_run_id,
     read_json,
-    run_identity,
 )
 
 METRIC_MAPPINGS = {f.name: schema.GRAD_NOISE_SCALE for f in schema.METRICS if f.type == "mapping"}
@@ -64,52 +71,9 @@ def flatten(rec: Mapping[str, Any]) -> dict[str, Any]:
 
 def find_runs(path: str | Path) -> list[Path]:
     """Every run directory (one holding run.json) below ``path``, sorted; hidden directories
-    (attempts in progress, Hydra's and the suite's own files) are not results."""
-    root = Path(path)
-    return sorted(
-        p.parent
-        for p in root.rglob("run.json")
-        if not any(part.startswith(".") for part in p.parent.relative_to(root).parts)
-    )
-
-
-def distrust(rec: Mapping[str, Any], run_dir: Path, seen: set[str]) -> str | None:
-    """Why a run.json cannot be taken as the result of its run id, or None."""
-    run_id = rec["run_id"]
-    if run_dir.name != run_id:
-        return f"its run_id {run_id} is not its directory's name (a copied run directory?)"
-    if run_id in seen:
-        return f"run {run_id} was already read from another directory"
-    if rec.get("schema_version") == SCHEMA_VERSION and isinstance(rec.get("config"), Mapping):
-        try:
-            identity = run_identity(rec["config"], rec["workers"], rec["global_batch"])
-            expected = make_run_id(rec, identity)
-        except (KeyError, TypeError):
-            expected = None
-        if expected != run_id:
-            return "its config does not hash to its run id (edited by hand?)"
-    return None
-
-
-def trusted_runs(root: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """(run directory, run.json) of every run below ``root`` that can be trusted; a damaged,
-    copied or edited run.json is skipped with a warning naming it."""
-    seen: set[str] = set()
-    for run_dir in find_runs(root):
-        file = run_dir / "run.json"
-        try:
-            rec = read_json(file)
-            if not isinstance(rec, dict) or "run_id" not in rec:
-                raise ValueError("not a run record")
-        except (OSError, ValueError) as exc:
-            warnings.warn(f"skipping unreadable {file}: {exc}", stacklevel=3)
-            continue
-        reason = distrust(rec, run_dir, seen)
-        if reason is not None:
-            warnings.warn(f"skipping {file}: {reason}", stacklevel=3)
-            continue
-        seen.add(rec["run_id"])
-        yield run_dir, rec
+    (attempts in progress, Hydra's and the suite's own files) are not results, and a directory
+    that cannot be read is a warning."""
+    return [file.parent for file in walk_files(Path(path), "run.json")]
 
 
 def load(path: str | Path, include_incomplete: bool = True) -> pd.DataFrame:
@@ -130,6 +94,18 @@ def load(path: str | Path, include_incomplete: bool = True) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     if not include_incomplete and not frame.empty:
         frame = frame[frame["status"].isin(["complete", "diverged"])].reset_index(drop=True)
+    return described(frame)
+
+
+def described(frame: pd.DataFrame) -> pd.DataFrame:
+    """Timestamps as UTC datetimes, and each column's unit and meaning in ``frame.attrs``
+    (``attrs["units"]["step_time_s"] == "s"``), as ``suite.results.schema`` defines them."""
+    for column in schema.TIMESTAMP_COLUMNS:
+        if column in frame.columns:
+            frame[column] = pd.to_datetime(
+                frame[column], utc=True, errors="coerce", format="ISO8601"
+            )
+    frame.attrs.update(schema.column_units(frame.columns))
     return frame
 
 
@@ -137,7 +113,8 @@ def _per_run(path: str | Path, name: str, columns: list[str], optional=()) -> pd
     """One CSV of one run directory, or of every run below ``path``, with a run_id column."""
     path = Path(path)
     one_run = (path / "run.json").exists() or (path / name).exists()
-    dirs = [path] if one_run else find_runs(path)
+    # Below a tree, the runs the gate trusts (each once); a directory named alone is read.
+    dirs = [path] if one_run else [run_dir for run_dir, _ in trusted_runs(path)]
     frames = []
     for run_dir in dirs:
         frame = read_csv_checked(run_dir / name, columns, list(optional))
@@ -164,6 +141,8 @@ def read_csv_checked(file: Path, columns: list[str], optional: list[str] = ()) -
     if not file.exists():
         return pd.DataFrame(columns=columns)
     try:
+        if not is_regular(file):
+            raise ValueError("not a regular file")
         frame = pd.read_csv(file)
         for column in optional:
             if column not in frame.columns:
@@ -180,3 +159,44 @@ def read_csv_checked(file: Path, columns: list[str], optional: list[str] = ()) -
         warnings.warn(f"ignoring {int(damaged.sum())} damaged rows in {file}", stacklevel=2)
         frame = frame[~damaged]
     return frame.reset_index(drop=True)
+
+
+def load_comm_bench(path: str | Path) -> pd.DataFrame:
+    """Every comm-bench result below ``path``: one row per (bench, collective, message size).
+
+    Columns: the CSV's, plus ``bench_id, world_size, backend, bench_dir`` and ``hardware.*``.
+    Results written before other collectives were measured read as ``all_reduce``. Unreadable
+    files are skipped with a warning naming the file.
+    """
+    frames = []
+    for meta_file in walk_files(Path(path), COMM_BENCH_JSON):
+        csv_file = meta_file.parent / COMM_BENCH_CSV
+        try:
+            if not (is_regular(meta_file) and is_regular(csv_file)):
+                raise ValueError("not a regular file")
+            meta = read_json(meta_file)
+            check_comm_meta(meta)
+            frame = pd.read_csv(csv_file)
+            if "collective" not in frame.columns:
+                frame.insert(0, "collective", None)
+            # object first: a column of empty cells reads as float, which takes no name
+            frame["collective"] = (
+                frame["collective"].astype(object).fillna(meta.get("op", "all_reduce"))
+            )
+            missing = set(COMM_BENCH_COLUMNS) - set(frame.columns)
+            if missing:
+                raise ValueError(f"missing columns {sorted(missing)}")
+            check_comm_rows(frame)
+        except (OSError, ValueError, pd.errors.ParserError) as exc:
+            warnings.warn(
+                f"skipping unreadable comm-bench result {meta_file.parent}: {exc}", stacklevel=2
+            )
+            continue
+        frame["bench_id"] = meta.get("bench_id", meta_file.parent.name)
+        frame["world_size"] = meta.get("world_size")
+        frame["backend"] = meta.get("backend")
+        frame["bench_dir"] = str(meta_file.parent)
+        for key, value in (meta.get("hardware") or {}).items():
+            frame[f"hardware.{key}"] = value
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

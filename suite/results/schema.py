@@ -54,15 +54,24 @@ RUN = _fields(
     ("bucket_cap_mb", "MB", "float", "DDP gradient bucket size"),
     ("sync", "", "str", "synchronization strategy"),
     ("sync_label", "", "str", "the strategy with its parameters, for plots"),
+    ("lr_rule_own_recipe", "", "bool", "the LR rule brings its own base LR and schedule"),
+    ("lr_rule_order", "", "int", "the LR rule's place in the reports (its registry's order)"),
+    ("sync_order", "", "int", "the strategy's place in the reports (its registry's order)"),
     ("pid", "", "int", "process that wrote the record (a dead one: the run failed)"),
     ("host", "", "str", "host of that process"),
-    ("started_at", "", "str", "ISO 8601, UTC"),
-    ("finished_at", "", "str", "ISO 8601, UTC"),
+    ("started_at", "", "str", "ISO 8601, UTC (a UTC datetime in `load`'s frame)"),
+    ("finished_at", "", "str", "ISO 8601, UTC (a UTC datetime in `load`'s frame)"),
     ("heartbeat_at", "", "str", "last update, ISO 8601, UTC"),
     ("progress", "", "mapping", "step and epoch at the last evaluation"),
     ("wall_time_s", "s", "float", "the run's wall time, setup included"),
     ("init_digest", "", "str", "SHA-256 of the initial parameters (same on every rank)"),
     ("num_params", "count", "int", "model parameters"),
+    (
+        "param_numels",
+        "count",
+        "list",
+        "elements of each trainable parameter tensor, registration order (DDP's buckets)",
+    ),
     ("steps_per_epoch", "count", "int", "optimizer steps per epoch"),
     ("total_steps", "count", "int", "optimizer steps budgeted"),
     ("train_samples", "count", "int", "training samples"),
@@ -93,6 +102,18 @@ METRICS = _fields(
     ("timed_steps", "count", "int", "steps timed (warm-up excluded)"),
     ("compute_time_s", "s", "float", "median step time without gradient sync (calibration)"),
     ("exposed_comm_s", "s", "float", "step_time_s - compute_time_s: what sync adds to a step"),
+    (
+        "rank_compute_time_s",
+        "s",
+        "float",
+        "step time without sync of the typical rank (each rank's median, averaged over ranks)",
+    ),
+    (
+        "straggler_wait_s",
+        "s",
+        "float",
+        "compute_time_s - rank_compute_time_s: the wait for the slowest rank in a step",
+    ),
     ("comm_fraction", "fraction", "float", "exposed_comm_s / step_time_s"),
     ("calibration_steps", "count", "int", "steps timed without sync"),
     ("comm_time_s", "s", "float", "median time communication was in flight per step"),
@@ -138,8 +159,17 @@ METRICS = _fields(
     ("final_eval_loss", "", "float", "eval loss at the last evaluation"),
     ("final_eval_acc", "fraction", "float", "eval accuracy at the last evaluation"),
     ("best_eval_acc", "fraction", "float", "best eval accuracy over the evaluations"),
-    ("steps_to_target", "count", "int", "first evaluated step with eval_acc >= target_acc"),
+    (
+        "steps_to_target",
+        "count",
+        "int",
+        "first evaluated step with eval_acc >= target_acc (the median of train.target_evals "
+        "evaluations, counted at the middle one)",
+    ),
     ("epochs_to_target", "epochs", "float", "the same in epochs"),
+    ("eval_split", "", "str", "the split evaluated during training: validation or test"),
+    ("final_test_loss", "", "float", "the final model's loss on the test split"),
+    ("final_test_acc", "fraction", "float", "the final model's accuracy on the test split"),
     ("grad_noise_scale", "", "mapping", "gradient noise scale (below); empty when not measured"),
 )
 
@@ -156,6 +186,42 @@ GRAD_NOISE_SCALE = _fields(
     ("window_steps", "count", "int", "training steps a window spans"),
     ("every_steps", "count", "int", "measured on every every_steps-th step"),
     ("method", "", "str", "ranks, micro_batches or halves"),
+)
+
+# Columns `suite.results.load` adds to the run.json keys.
+LOADED = _fields(("run_dir", "", "str", "the run's directory"))
+
+# run.json `hardware` (the fingerprint; `hardware.*` columns of the loaded frame).
+HARDWARE = _fields(
+    ("tag", "", "str", "your name for the machine (hardware.tag=NAME); groups runs by machine"),
+    ("hostname", "", "str", "host the run's rank 0 ran on"),
+    ("cpu", "", "str", "CPU model"),
+    ("cpu_count", "count", "int", "the machine's logical cores"),
+    ("cpus_usable", "count", "int", "cores the run's process could use (its affinity)"),
+    ("cpus_allocated", "count", "int", "the SLURM job's cores on the node (empty: no SLURM)"),
+    ("accelerator", "", "str", "GPU model, or none"),
+    ("accelerator_count", "count", "int", "GPUs visible to the run"),
+    ("accelerator_memory_gib", "GiB", "float", "memory of one GPU"),
+    ("backend", "", "str", "torch.distributed backend: gloo or nccl"),
+    ("torch", "", "str", "PyTorch version"),
+    ("cuda", "", "str", "CUDA version PyTorch was built with (empty: CPU build)"),
+    ("nccl", "", "str", "NCCL version (empty: none)"),
+    ("python", "", "str", "Python version"),
+    ("os", "", "str", "platform string (kernel, libc)"),
+    ("os_release", "", "str", "operating system release"),
+    ("libc", "", "str", "C library and its version"),
+    ("torch_debug_build", "", "bool", "PyTorch is a debug build (timings then mean little)"),
+    ("cudnn", "", "int", "cuDNN version (empty: none)"),
+    ("gpu_driver", "", "str", "NVIDIA driver version"),
+    ("gpu_models", "", "str", "the GPUs' models"),
+    ("gpu_pcie", "", "str", "each GPU's PCIe link, e.g. gen5 x16 (nvidia-ml-py)"),
+    ("gpu_nvlinks", "count", "str", "each GPU's active NVLinks (nvidia-ml-py)"),
+    ("gpu_topology", "", "str", "the path between every pair of GPUs, as nvidia-smi topo -m"),
+    ("workers_per_host", "count", "int", "ranks of the run on this host"),
+    ("threads_per_worker", "count", "int", "compute threads of each worker process"),
+    ("oversubscribed", "", "bool", "workers x threads exceed the usable cores (contention)"),
+    ("env", "", "mapping", "NCCL_*, GLOO_*, CUDA_*, OMP_*, ... as the command started"),
+    ("machine_id", "", "str", "hash of host, CPU and accelerators: one id per node"),
 )
 
 EPOCHS = _fields(
@@ -266,7 +332,11 @@ def lookup(column: str) -> Field | None:
     ``grad_noise_scale.`` or ``hardware.`` prefix where it has one)."""
     if column.startswith("grad_noise_scale."):
         return next((f for f in GRAD_NOISE_SCALE if f.name == column.split(".", 1)[1]), None)
-    return next((f for f in (*RUN, *METRICS) if f.name == column), None)
+    if column.startswith("hardware.env."):
+        return Field(column, "", "str", "environment variable as the command started")
+    if column.startswith("hardware."):
+        return next((f for f in HARDWARE if f.name == column.split(".", 1)[1]), None)
+    return next((f for f in (*RUN, *METRICS, *LOADED) if f.name == column), None)
 
 
 def markdown() -> str:
@@ -276,6 +346,7 @@ def markdown() -> str:
         ("run.json", RUN),
         ("run.json metrics", METRICS),
         ("run.json metrics.grad_noise_scale", GRAD_NOISE_SCALE),
+        ("run.json hardware", HARDWARE),
         ("epochs.csv", EPOCHS),
         ("steps.csv", STEPS),
     )
@@ -284,3 +355,17 @@ def markdown() -> str:
         parts += [f"| `{f.name}` | {f.unit} | {f.type} | {f.meaning} |" for f in section]
         parts.append("")
     return "\n".join(parts)
+
+
+TIMESTAMP_COLUMNS = ("started_at", "finished_at", "heartbeat_at")
+
+
+def column_units(columns) -> dict[str, dict[str, str]]:
+    """``{"units": {column: unit}, "meanings": {column: meaning}}`` for the columns of
+    ``suite.results.load``'s frame that the schema describes (``config.*`` keys are described
+    by ``dpsuite run --help``)."""
+    known = {c: f for c in columns if (f := lookup(str(c))) is not None}
+    return {
+        "units": {c: f.unit for c, f in known.items() if f.unit},
+        "meanings": {c: f.meaning for c, f in known.items()},
+    }

@@ -10,18 +10,16 @@ from __future__ import annotations
 import copy
 import csv
 import hashlib
+import io
 import json
 import math
 import os
 import socket
 import tempfile
-import warnings
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-
-import pandas as pd
 
 from suite.errors import ResultsWriteError
 from suite.results import schema
@@ -120,11 +118,17 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
 
 def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(_json_safe(dict(data)), indent=2, allow_nan=False) + "\n"
+    replace_atomically(path, text.encode())
+
+
+def replace_atomically(path: Path, blob: bytes) -> None:
+    """Write ``path`` through a hidden temporary file renamed over it: readers see the old file
+    or the new one, and a failed write (OSError) leaves no temporary file behind."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(_json_safe(dict(data)), fh, indent=2, allow_nan=False)
-            fh.write("\n")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes it private; results are meant to be shared
@@ -227,7 +231,10 @@ def effective_status(rec: Mapping[str, Any]) -> str:
     status = rec.get("status", "failed")
     if status != "running":
         return status
-    if rec.get("host") == socket.gethostname() and not _pid_alive(int(rec.get("pid", -1))):
+    pid = rec.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**31:
+        return "failed"  # no process could have written it: nothing runs it
+    if rec.get("host") == socket.gethostname() and not _pid_alive(pid):
         return "failed"
     return "running"
 
@@ -255,45 +262,17 @@ def write_comm_bench(
 ) -> None:
     """Write one comm-bench result: the CSV first, then the JSON that marks it complete."""
     bench_dir = Path(bench_dir)
-    bench_dir.mkdir(parents=True, exist_ok=True)
-    csv_path = bench_dir / COMM_BENCH_CSV
-    csv_path.unlink(missing_ok=True)
-    append_csv(csv_path, COMM_BENCH_COLUMNS, rows)
-    write_json_atomic(bench_dir / COMM_BENCH_JSON, {"schema_version": SCHEMA_VERSION, **meta})
-
-
-def load_comm_bench(path: str | Path) -> pd.DataFrame:
-    """Every comm-bench result below ``path``: one row per (bench, collective, message size).
-
-    Columns: the CSV's, plus ``bench_id, world_size, backend, bench_dir`` and ``hardware.*``.
-    Results written before other collectives were measured read as ``all_reduce``. Unreadable
-    files are skipped with a warning naming the file.
-    """
-    frames = []
-    for meta_file in sorted(Path(path).rglob(COMM_BENCH_JSON)):
-        csv_file = meta_file.parent / COMM_BENCH_CSV
-        try:
-            meta = read_json(meta_file)
-            frame = pd.read_csv(csv_file)
-            if "collective" not in frame.columns:
-                frame.insert(0, "collective", None)
-            # object first: a column of empty cells reads as float, which takes no name
-            frame["collective"] = (
-                frame["collective"].astype(object).fillna(meta.get("op", "all_reduce"))
-            )
-            missing = set(COMM_BENCH_COLUMNS) - set(frame.columns)
-            if missing:
-                raise ValueError(f"missing columns {sorted(missing)}")
-        except (OSError, ValueError, pd.errors.ParserError) as exc:
-            warnings.warn(
-                f"skipping unreadable comm-bench result {meta_file.parent}: {exc}", stacklevel=2
-            )
-            continue
-        frame["bench_id"] = meta.get("bench_id", meta_file.parent.name)
-        frame["world_size"] = meta.get("world_size")
-        frame["backend"] = meta.get("backend")
-        frame["bench_dir"] = str(meta_file.parent)
-        for key, value in (meta.get("hardware") or {}).items():
-            frame[f"hardware.{key}"] = value
-        frames.append(frame)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=COMM_BENCH_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    try:
+        bench_dir.mkdir(parents=True, exist_ok=True)
+        replace_atomically(bench_dir / COMM_BENCH_CSV, text.getvalue().encode())
+    except OSError as exc:
+        raise ResultsWriteError(bench_dir / COMM_BENCH_CSV, exc) from None
+    try:
+        write_json_atomic(bench_dir / COMM_BENCH_JSON, {"schema_version": SCHEMA_VERSION, **meta})
+    except ResultsWriteError:
+        (bench_dir / COMM_BENCH_CSV).unlink(missing_ok=True)  # no half of a result stays
+        raise

@@ -23,8 +23,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from suite.conf import schema
-from suite.engine.distributed import ranks_from_env
 from suite.errors import CommandAborted, ResultsWriteError, UserError, raise_terminated
+from suite.runtime.distributed import ranks_from_env
 
 schema.register()  # the config groups' options, before Hydra composes anything
 

@@ -36,10 +36,10 @@ from omegaconf import OmegaConf
 
 from suite import progress
 from suite.conf import compose as preflight
-from suite.engine.distributed import ranks_from_env
 from suite.errors import ResultsWriteError, UserError
 from suite.results import SCHEMA_VERSION, now_iso, read_json, read_status, write_json_atomic
 from suite.results import lock as results_lock
+from suite.runtime.distributed import ranks_from_env
 from suite.sweep import hydra_app, slurm
 from suite.sweep.hydra_app import SubmittedJob
 
@@ -218,6 +218,12 @@ class Sweep:
             elif status == "running" and (state == "finished" or run_id not in self.jobs):
                 self.runs[run_id] = "failed"  # it cannot run on: only a job may still be ending
 
+    def costs(self) -> dict[str, progress.RunCost]:
+        """The expected cost of every run still to do (for the progress ETA)."""
+        return {
+            r: run_cost(self.specs[r]) for r, status in self.runs.items() if status == "pending"
+        }
+
     # ---- jobs on a cluster ----------------------------------------------------------------
     def launch_specs(self, first: int, count: int) -> list[Any]:
         """The runs of Hydra's jobs first..first+count-1; None where there is nothing to run
@@ -308,7 +314,7 @@ class Sweep:
         done = self.mark_existing()
         if leader:
             self.write_manifest("running")
-            progress.current().sweep_started(self.label, len(self.runs), done)
+            progress.current().sweep_started(self.label, len(self.runs), done, self.costs())
         state = "interrupted"
         try:
             hydra_app.run_hydra(self.hydra_args, self if leader else None)
@@ -344,6 +350,12 @@ def _manifest_job_ids(results_dir: Path) -> list[str]:
     except (OSError, ValueError, AttributeError):
         return []
     return [str(j["job_id"]) for j in jobs.values() if isinstance(j, dict) and "job_id" in j]
+
+
+def run_cost(spec: Any) -> progress.RunCost:
+    """A run's work: workers x the steps its config asks for, of its shape."""
+    shape = (spec.cfg.workload.name, spec.cfg.mode, spec.per_worker_batch, spec.workers)
+    return progress.RunCost(shape, float(spec.workers * spec.expected_steps))
 
 
 def final_detail(record: dict[str, Any], job_id: str | None = None) -> str:

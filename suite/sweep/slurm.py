@@ -58,6 +58,11 @@ NEVER_REASONS = frozenset(
 )
 
 
+# Pending reasons that say the nodes the job needs are down or drained (a node died): the job
+# waits until someone brings them back, which a sweep does not wait for.
+NODES_DOWN_REASONS = ("Nodes required for job are DOWN", "ReqNodeNotAvail", "NodeDown")
+
+
 @dataclass(frozen=True)
 class JobState:
     """What SLURM says of one job (``12`` or array element ``12_3``)."""
@@ -73,6 +78,10 @@ class JobState:
     @property
     def never_runs(self) -> bool:
         return self.state == "PENDING" and self.reason in NEVER_REASONS
+
+    @property
+    def waits_for_down_nodes(self) -> bool:
+        return self.state == "PENDING" and self.reason.startswith(NODES_DOWN_REASONS)
 
 
 GONE = JobState("UNKNOWN")
@@ -166,6 +175,70 @@ def _squeue(ids: list[str]) -> dict[str, JobState]:
     return found
 
 
+@dataclass(frozen=True)
+class QueuePlace:
+    """Where a pending job stands: ``position`` of ``pending`` jobs in its partition's queue,
+    in the order SLURM considers them (priority, then submission)."""
+
+    position: int
+    pending: int
+    partition: str
+
+
+QUEUE_FORMAT = "--format=%i|%P|%Q"
+
+
+def queue_places(job_ids: Iterable[str]) -> dict[str, QueuePlace]:
+    """The queue place of each of these jobs that is pending (every user's jobs count).
+
+    Raises SlurmUnreachable when squeue cannot answer.
+    """
+    args = ["squeue", "--noheader", "--array", "--states=PENDING", "--sort=-p,i", QUEUE_FORMAT]
+    done = _run(args)
+    if done.returncode != 0:
+        raise SlurmUnreachable(f"squeue: {error_line(done.stderr)}")
+    return parse_queue(done.stdout, set(job_ids))
+
+
+def parse_queue(text: str, wanted: set[str]) -> dict[str, QueuePlace]:
+    """Queue places from squeue lines ``JOBID|PARTITION|PRIORITY`` in SLURM's order (highest
+    priority first; a job pending in several partitions ``a,b`` counts in each)."""
+    queues: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 3:
+            continue
+        for partition in parts[1].split(","):
+            queues.setdefault(partition, []).append(parts[0])
+    places: dict[str, QueuePlace] = {}
+    for partition, jobs in queues.items():
+        for position, job_id in enumerate(jobs, start=1):
+            best = places.get(job_id)
+            if job_id in wanted and (best is None or position < best.position):
+                places[job_id] = QueuePlace(position, len(jobs), partition)
+    return places
+
+
+def pending_note(states: dict[str, JobState], places: dict[str, QueuePlace]) -> str | None:
+    """One line on the sweep's jobs that wait: how many, why (squeue's reasons) and where the
+    first of them stands in its queue; None when none waits."""
+    waiting = {j: s for j, s in states.items() if s.state == "PENDING"}
+    if not waiting:
+        return None
+    reasons: dict[str, int] = {}
+    for state in waiting.values():
+        reasons[state.reason or "?"] = reasons.get(state.reason or "?", 0) + 1
+    why = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items(), key=lambda r: -r[1]))
+    line = f"{len(waiting)} of {len(states)} unfinished SLURM jobs pending ({why})"
+    placed = [places[j] for j in waiting if j in places]
+    if placed:
+        first = min(placed, key=lambda p: p.position)
+        line += (
+            f"; the first in the queue is {first.position} of {first.pending} in {first.partition}"
+        )
+    return line
+
+
 def _sacct(ids: list[str]) -> dict[str, JobState]:
     """Final states from accounting; nothing when there is no accounting."""
     jobs = f"--jobs={','.join(ids)}"
@@ -197,6 +270,21 @@ def expand_job_id(text: str) -> list[str]:
         first, _, last = part.partition("-")
         ids += [f"{match.group(1)}_{i}" for i in range(int(first), int(last or first) + 1)]
     return ids
+
+
+def down_nodes(nodelist: str) -> str:
+    """Which of ``nodelist`` (``dn[1-2]``) SLURM has marked down, drained or failed, as
+    sinfo lists them (``dn2``); '' when none or when sinfo does not answer."""
+    if not nodelist:
+        return ""
+    try:
+        done = _run(
+            ["sinfo", "--noheader", "--Node", "--states=down,drain,fail", "--format=%N"]
+            + [f"--nodes={nodelist}"]
+        )
+    except SlurmUnreachable:
+        return ""
+    return ",".join(sorted(set(done.stdout.split()))) if done.returncode == 0 else ""
 
 
 def cancel(job_ids: Iterable[str]) -> None:

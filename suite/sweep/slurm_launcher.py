@@ -59,9 +59,10 @@ NEVER_EXPLAINED = {
 }
 
 
-def cpus_needed(spec: Any, tasks_per_node: int) -> int:
-    """Cores one task of a run's job needs: its processes x threads per worker (default 1)."""
-    procs = 1 if tasks_per_node > 1 else spec.processes
+def cpus_needed(spec: Any, tasks: int) -> int:
+    """Cores one task of a run's job needs: its processes x threads per worker (default 1).
+    A job of several tasks (per node, or one on each of several nodes) has one rank a task."""
+    procs = 1 if tasks > 1 else spec.processes
     return procs * int(spec.config.get("threads_per_worker") or 1)
 
 
@@ -71,7 +72,7 @@ def job_parameters(params: dict[str, Any], specs: Sequence[Any]) -> dict[str, An
     if params.get("exclusive") is False:  # submitit would write `--exclusive=False`
         params["exclusive"] = None
     if params.get("cpus_per_task") is None and not params.get("exclusive"):
-        tasks = int(params.get("tasks_per_node") or 1)
+        tasks = int(params.get("tasks_per_node") or 1) * int(params.get("nodes") or 1)
         params["cpus_per_task"] = max(cpus_needed(s, tasks) for s in specs)
     return params
 
@@ -190,6 +191,7 @@ class JobWatch:
         self.poll_s = poll_s
         self.ended: dict[str, float] = {}  # run_id -> when its job was first seen ended
         self.unreachable_since: float | None = None
+        self.last_pending: str | None = None  # the last line on waiting jobs, not repeated
 
     def run(self) -> None:
         """Until every run has ended; cancels the jobs if it ends otherwise."""
@@ -222,9 +224,13 @@ class JobWatch:
         states = self.states(open_jobs)
         if states is None:
             return
+        self.note_pending(states)
         for job in open_jobs.values():
             if states[job.job_id].never_runs:
                 raise NeverRuns(job, states[job.job_id])
+        blocked = {r: j for r, j in open_jobs.items() if states[j.job_id].waits_for_down_nodes}
+        if blocked:
+            self.unschedulable(blocked, states[next(iter(blocked.values())).job_id].reason)
         now = time.monotonic()
         for run_id, job in open_jobs.items():
             state = states[job.job_id]
@@ -234,6 +240,28 @@ class JobWatch:
                 self.sweep.refresh([run_id])
                 if not self.sweep.finished(run_id):
                     self.sweep.mark_failed(run_id, self.reason(run_id, job, state))
+
+    def unschedulable(self, blocked: dict[str, SubmittedJob], reason: str) -> None:
+        """Jobs that wait for nodes that are down or drained (a node died): cancelled, their
+        runs marked failed, said in one line; the sweep goes on with the others."""
+        ids = sorted(j.job_id for j in blocked.values())
+        progress.current().note(
+            f"{len(ids)} runs cannot be scheduled: their jobs ({', '.join(ids)}) need nodes "
+            f"that are down or drained ({reason}); cancelled (rerun the sweep once the nodes "
+            "are back: complete runs are skipped)"
+        )
+        self.cancel(blocked, f"unschedulable, its nodes are down or drained ({reason})")
+
+    def note_pending(self, states: dict[str, slurm.JobState]) -> None:
+        """While jobs wait: why, and where in the queue (a line whenever that changes)."""
+        places: dict[str, slurm.QueuePlace] = {}
+        if any(s.state == "PENDING" for s in states.values()):
+            with contextlib.suppress(slurm.SlurmUnreachable):  # the reasons alone then
+                places = slurm.queue_places(states)
+        line = slurm.pending_note(states, places)
+        if line is not None and line != self.last_pending:
+            progress.current().note(line)
+        self.last_pending = line
 
     def states(self, open_jobs: dict[str, SubmittedJob]) -> dict[str, slurm.JobState] | None:
         """SLURM's view of the jobs; None while SLURM does not answer (for a while)."""
@@ -260,6 +288,8 @@ class JobWatch:
             # A pending array element that is cancelled leaves no trace, accounting or not.
             "UNKNOWN": "is no longer known to SLURM (neither squeue nor sacct: cancelled?)",
         }.get(state.state, f"ended {state.state}")
+        if state.state == "NODE_FAIL":  # which node: the one SLURM now has down
+            fate += f" (node {slurm.down_nodes(state.node) or 'of ' + state.node} lost)"
         if self.sweep.status(run_id) == "pending":
             fate += " before the run started"
         exit_code = f" ({state.reason})" if state.reason.startswith("exit") else ""

@@ -1,31 +1,26 @@
 """Synchronization strategies: how data-parallel replicas agree (the `sync` config group).
 
-``STRATEGIES`` is the registry (name -> class; each class carries its ``Config``); ``build``
-returns the strategy the training loop calls (see `suite.sync.base` for the calls).
+``CONFIGS`` holds each strategy's config (name -> dataclass) and imports no torch;
+``STRATEGIES`` is the registry (name -> class; each class carries its ``Config``) and ``build``
+returns the strategy the training loop calls (see `suite.sync.base` for the calls). Those two
+import torch, so they load on first use: composing a config or printing help does not need them.
 """
 
 from __future__ import annotations
 
-import torch
+from typing import Any
 
-from suite.sync.allreduce import AllReduce
-from suite.sync.base import SyncConfig, SyncStrategy
-from suite.sync.compressed import BF16Compression, FP16Compression
-from suite.sync.local_sgd import LocalSGD
-from suite.sync.param_server import ParameterServer
-from suite.sync.powersgd import PowerSGD
+from suite.sync.config import CONFIGS, SyncConfig
 
-STRATEGIES: dict[str, type[SyncStrategy]] = {
-    s.name: s
-    for s in (AllReduce, ParameterServer, LocalSGD, FP16Compression, BF16Compression, PowerSGD)
-}
+_LAZY = ("STRATEGIES", "SyncStrategy", "build", "traits")
 
 
-def build(config: SyncConfig, device: torch.device, world_size: int) -> SyncStrategy:
-    """The strategy for ``config``; with one process there is nothing to synchronize."""
-    if world_size <= 1:
-        return SyncStrategy(config, device)
-    return STRATEGIES[config.name](config, device, world_size)
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from suite.sync import registry
+
+        return getattr(registry, name)
+    raise AttributeError(f"module 'suite.sync' has no attribute {name!r}")
 
 
-__all__ = ["STRATEGIES", "SyncConfig", "SyncStrategy", "build"]
+__all__ = ["CONFIGS", "STRATEGIES", "SyncConfig", "SyncStrategy", "build", "traits"]

@@ -15,32 +15,16 @@ Adding a strategy: a module with its config and class, and one line in `suite.sy
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite.measure.step_timer import wait_for_device
+from suite.runtime.host import wait_for_device
+from suite.sync.config import SyncConfig
 from suite.sync.counter import CommCounter
 from suite.sync.hooks import CommHook
-
-
-@dataclass
-class SyncConfig:
-    """A strategy without knobs of its own."""
-
-    name: str = "allreduce"
-    """The strategy (a config group choice: `sync=NAME`)."""
-
-    @property
-    def label(self) -> str:
-        """A short name for plots and tables that tells configurations apart."""
-        return self.name
-
-    def check(self, workers: int) -> None:
-        """Raise ValueError naming the key when the values cannot work together."""
 
 
 def ddp_wrap(model: nn.Module, device: torch.device, bucket_cap_mb: float) -> DDP:

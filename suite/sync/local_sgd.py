@@ -9,7 +9,6 @@ after the optimizer step every ``period`` steps once the warm-up is over.
 # No `from __future__ import annotations`: DDP inspects hook annotations at registration time.
 import copy
 import warnings
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 import torch
@@ -19,25 +18,10 @@ from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook as po
 from torch.distributed.algorithms.model_averaging import averagers
 from torch.distributed.algorithms.model_averaging import utils as averaging
 
-from suite.sync.base import SyncConfig, SyncStrategy, ddp_wrap
+from suite.sync.base import SyncStrategy, ddp_wrap
+from suite.sync.config import LocalSGDConfig
 from suite.sync.counter import CommCounter, ring_wire_bytes
 from suite.sync.hooks import CommHook, Hook, tensor_bytes
-
-
-@dataclass
-class LocalSGDConfig(SyncConfig):
-    """Local SGD / periodic model averaging (post-local SGD, Lin et al. 2018)."""
-
-    name: str = "local_sgd"
-    period: int = field(default=4, metadata={"ge": 1})
-    """Steps between model averages (1 averages after every step)."""
-    warmup_steps: int = field(default=0, metadata={"ge": 0})
-    """Steps of full gradient all-reduce before local steps begin."""
-
-    @property
-    def label(self) -> str:
-        warm = f", warmup {self.warmup_steps}" if self.warmup_steps else ""
-        return f"local_sgd (period {self.period}{warm})"
 
 
 class LocalSGD(SyncStrategy):

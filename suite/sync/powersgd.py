@@ -1,7 +1,6 @@
 """PowerSGD low-rank gradient compression (Vogels et al. 2019), PyTorch's ``powerSGD_hook``."""
 
 # No `from __future__ import annotations`: DDP inspects hook annotations at registration time.
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
@@ -9,46 +8,14 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
 
-from suite.sync.base import SyncConfig, SyncStrategy, ddp_wrap
+from suite.sync.base import SyncStrategy, ddp_wrap
+from suite.sync.config import PowerSGDConfig
 from suite.sync.counter import CommCounter, ring_wire_bytes
 from suite.sync.hooks import CommHook, Hook
 
 # powerSGD_hook's collectives per bucket once compression has started: the uncompressed
 # tensors (issued even when empty), then the Ps, then the Qs.
 COMPRESSED_COLLECTIVES = 3
-
-
-@dataclass
-class PowerSGDConfig(SyncConfig):
-    """PowerSGD (Vogels et al. 2019): weight matrices sent as rank-r factors P and Q."""
-
-    name: str = "powersgd"
-    rank: int = field(default=1, metadata={"ge": 1})
-    """Matrix approximation rank r."""
-    start_iter: int = field(default=10, metadata={"ge": 1})
-    """Plain all-reduce for the first steps (>= 2 with error feedback or warm start: DDP
-    rebuilds its buckets after the first step)."""
-    min_compression_rate: float = field(default=2.0, metadata={"gt": 0})
-    """Compress a matrix only if (n + m) x r x this < n x m."""
-    error_feedback: bool = True
-    """Carry each rank's compression error into its next gradient."""
-    warm_start: bool = True
-    """Reuse last step's P and Q as the starting point."""
-
-    @property
-    def label(self) -> str:
-        extra = "" if self.error_feedback else ", no error feedback"
-        return f"powersgd (rank {self.rank}, from step {self.start_iter}{extra})"
-
-    def check(self, workers: int) -> None:
-        # PyTorch's rule: with error feedback or warm start, the first two iterations must be
-        # plain all-reduce, because DDP rebuilds its buckets after the first one.
-        least = 2 if self.error_feedback or self.warm_start else 1
-        if self.start_iter < least:
-            raise ValueError(
-                f"sync.start_iter must be an integer >= {least} with error feedback or warm "
-                f"start, got {self.start_iter}"
-            )
 
 
 class PowerSGD(SyncStrategy):

@@ -15,8 +15,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from suite.engine import distributed as dd
-from suite.engine.distributed import Ranks
+from suite.runtime import distributed as dd
+from suite.runtime.distributed import Ranks
 
 SIZES = {"64KiB": 2**16, "1MiB": 2**20, "16MiB": 2**24}
 ROUNDS, WARMUP = 20, 3

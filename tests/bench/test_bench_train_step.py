@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import workloads
-from suite.engine.precision import Precision
+from suite.optim.precision import Precision
 
 # workload -> (parameters, batch): the default models, small datasets (size does not matter here)
 CASES = {

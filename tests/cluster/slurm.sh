@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
-# A real single-host SLURM for the tests: tests/cluster/slurm.sh start|stop|status|env|install
+# A real SLURM for the tests: tests/cluster/slurm.sh start|stop|status|env|install|kill-node
 #
-#   install install Debian's slurm-wlm, munge, slurmdbd and mariadb-server when missing (root)
-#   start   install Debian's slurm-wlm, munge, slurmdbd and mariadb-server when missing (root),
-#           write a one-node slurm.conf from `slurmd -C`, start munged -> mariadbd -> slurmdbd ->
-#           slurmctld -> slurmd, wait until the node is idle, record their pids
-#   stop    cancel the cluster's jobs, then stop exactly the processes `start` recorded
+#   install install Debian's slurm-wlm, munge, slurmdbd, mariadb-server and iproute2 when
+#           missing (root)
+#   start   install them when missing (root), write slurm.conf from `slurmd -C`, start
+#           munged -> mariadbd -> slurmdbd -> slurmctld -> slurmd, wait until the nodes are
+#           idle, record their pids
+#   stop    cancel the cluster's jobs, then stop exactly the processes `start` recorded (and,
+#           with two nodes, remove their network)
 #   status  exit 0 when the recorded processes live and the node answers
 #   env     print `export SLURM_CONF=...` (clients find the cluster through it)
+#   kill-node NAME  (two nodes) SIGKILL every process of node NAME: a node that dies
+#   revive-node NAME  (two nodes) start node NAME's slurmd again and wait until it is idle
+#   leftovers       print what of the cluster is still on this host (processes, namespaces,
+#                   veths, bridge), one a line; nothing after `stop`
+#
+# DPSUITE_SLURM_NODES=2 (tests/cluster/slurm2.sh) makes it a two-node cluster on this host:
+# each slurmd (`slurmd -N dn1`, `-N dn2`) runs in a network namespace of its own (dps-dn1,
+# dps-dn2, with a hostname of its own), joined by a veth pair to the bridge dps-br0 on
+# 10.213.0.0/24, where slurmctld listens (10.213.0.1). Each node's egress is shaped with tbf to
+# $DPSUITE_SLURM_LINK (default 1gbit), so node-to-node traffic crosses a link of that rate in
+# each direction. It has a munged of its own (its own socket, the same key for every node), so
+# it can run beside the single-node cluster. `stop` removes the namespaces, veths and bridge.
 #
 # Everything lives in $DPSUITE_SLURM_DIR (default /tmp/dpsuite-slurm): configuration, state,
 # accounting database, munge key, logs, pids. Nothing under /etc is changed, so the
@@ -17,15 +31,36 @@
 # allocates cores, and slurmdbd (on MariaDB) keeps the accounting that `sacct` reads.
 set -euo pipefail
 
-DIR=${DPSUITE_SLURM_DIR:-/tmp/dpsuite-slurm}
-PORT_BASE=${DPSUITE_SLURM_PORT_BASE:-6817}   # slurmctld, slurmd, slurmdbd, mariadb: base .. +3
+NODES=${DPSUITE_SLURM_NODES:-1}
+[[ $NODES == 1 || $NODES == 2 ]] || { echo "slurm.sh: error: DPSUITE_SLURM_NODES is 1 or 2" >&2; exit 2; }
+if [[ $NODES == 2 ]]; then
+    DIR=${DPSUITE_SLURM_DIR:-/tmp/dpsuite-slurm2}
+    PORT_BASE=${DPSUITE_SLURM_PORT_BASE:-6827}
+else
+    DIR=${DPSUITE_SLURM_DIR:-/tmp/dpsuite-slurm}
+    PORT_BASE=${DPSUITE_SLURM_PORT_BASE:-6817}   # slurmctld, slurmd, slurmdbd, mariadb: base .. +3
+fi
+# The two-node network: only addresses of the namespaces and bridge created here.
+BRIDGE=dps-br0
+NET=10.213.0
+CTLD_ADDR=$NET.1
+NODE_NAMES=(dn1 dn2)
+LINK_RATE=${DPSUITE_SLURM_LINK:-1gbit}
+CLUSTER=dpsuite
+[[ $NODES == 2 ]] && CLUSTER=dpsuite2
 CTLD_PORT=$PORT_BASE
 SLURMD_PORT=$((PORT_BASE + 1))
 DBD_PORT=$((PORT_BASE + 2))
 DB_PORT=$((PORT_BASE + 3))
-PACKAGES=(slurm-wlm munge slurmdbd mariadb-server)
-PROCESSES=(slurmd slurmctld slurmdbd mariadbd munged)   # the order `stop` ends them in
-MUNGE_SOCKET_DIR=/run/munge
+PACKAGES=(slurm-wlm munge slurmdbd mariadb-server iproute2) # iproute2: ip, tc (two nodes)
+if [[ $NODES == 2 ]]; then
+    PROCESSES=(slurmd-dn1 slurmd-dn2 slurmctld slurmdbd mariadbd munged)
+    MUNGE_SOCKET=$DIR/munge/munge.socket
+else
+    PROCESSES=(slurmd slurmctld slurmdbd mariadbd munged) # the order `stop` ends them in
+    MUNGE_SOCKET=/run/munge/munge.socket.2                # munge's default
+fi
+MUNGE_SOCKET_DIR=$(dirname "$MUNGE_SOCKET")
 export SLURM_CONF=$DIR/etc/slurm.conf
 
 log() { echo "slurm.sh: $*" >&2; }
@@ -36,7 +71,7 @@ die() {
 
 install_packages() {
     local missing=()
-    for bin in sbatch slurmctld slurmd slurmdbd munged mariadbd; do
+    for bin in sbatch slurmctld slurmd slurmdbd munged mariadbd ip tc; do
         command -v "$bin" >/dev/null || missing+=("$bin")
     done
     [[ ${#missing[@]} -eq 0 ]] && return
@@ -48,13 +83,51 @@ install_packages() {
         --no-install-recommends "${PACKAGES[@]}" >/dev/null
 }
 
-write_configs() {
+# The node lines of slurm.conf, and the settings that differ between one and two nodes.
+node_lines() {
     local node
     node=$(slurmd -C | head -n 1) # NodeName=host CPUs=.. Boards=.. ... RealMemory=..
     [[ $node == NodeName=* ]] || die "slurmd -C printed no node line: $node"
-    cat >"$DIR/etc/slurm.conf" <<EOF
-ClusterName=dpsuite
+    if [[ $NODES == 1 ]]; then
+        echo "$node State=UNKNOWN"
+        return
+    fi
+    local i=11 name
+    for name in "${NODE_NAMES[@]}"; do # each node: this host's CPUs and memory, its own address
+        echo "NodeName=$name NodeAddr=$NET.$i NodeHostname=$name ${node#NodeName=* } State=UNKNOWN"
+        i=$((i + 1))
+    done
+}
+
+cluster_settings() {
+    if [[ $NODES == 1 ]]; then
+        cat <<EOF
 SlurmctldHost=$(hostname -s)
+SlurmdPidFile=$DIR/run/slurmd.pid
+SlurmdLogFile=$DIR/log/slurmd.log
+SlurmdSpoolDir=$DIR/spool
+EOF
+        return
+    fi
+    # %n: each node's own files. A node that stops answering is DOWN after SlurmdTimeout, and a
+    # batch job on it is not requeued (its run has already been marked failed). Clients reach
+    # slurmdbd through AccountingStoragePass, the munged socket for accounting.
+    cat <<EOF
+SlurmctldHost=$(hostname -s)($CTLD_ADDR)
+SlurmdPidFile=$DIR/run/slurmd-%n.pid
+SlurmdLogFile=$DIR/log/slurmd-%n.log
+SlurmdSpoolDir=$DIR/spool/%n
+AuthInfo=socket=$MUNGE_SOCKET
+AccountingStoragePass=$MUNGE_SOCKET
+SlurmdTimeout=10
+JobRequeue=0
+EOF
+}
+
+write_configs() {
+    cat >"$DIR/etc/slurm.conf" <<EOF
+ClusterName=$CLUSTER
+$(cluster_settings)
 SlurmUser=root
 SlurmdUser=root
 SlurmctldPort=$CTLD_PORT
@@ -62,11 +135,8 @@ SlurmdPort=$SLURMD_PORT
 AuthType=auth/munge
 CredType=cred/munge
 StateSaveLocation=$DIR/state
-SlurmdSpoolDir=$DIR/spool
 SlurmctldPidFile=$DIR/run/slurmctld.pid
-SlurmdPidFile=$DIR/run/slurmd.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
-SlurmdLogFile=$DIR/log/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/affinity
 SelectType=select/cons_tres
@@ -80,7 +150,7 @@ JobCompType=jobcomp/none
 MpiDefault=none
 ReturnToService=2
 KillWait=10
-$node State=UNKNOWN
+$(node_lines)
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 # A partition whose time limit a default job exceeds: such a job is accepted, then pends forever.
 PartitionName=short Nodes=ALL MaxTime=1 State=UP
@@ -98,6 +168,7 @@ StoragePass=dpsuite
 StorageLoc=slurm_acct_db
 PidFile=$DIR/run/slurmdbd.pid
 LogFile=$DIR/log/slurmdbd.log
+$([[ $NODES == 1 ]] || echo "AuthInfo=socket=$MUNGE_SOCKET")
 EOF
     chmod 600 "$DIR/etc/slurmdbd.conf" # slurmdbd refuses a readable password file
 }
@@ -113,7 +184,8 @@ spawn() {
 wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
     local limit=$1 what=$2
     shift 2
-    for ((i = 0; i < limit * 10; i++)); do
+    local deadline=$((SECONDS + limit)) # by the clock: one try may itself take seconds
+    while ((SECONDS < deadline)); do
         "$@" >/dev/null 2>&1 && return 0
         sleep 0.1
     done
@@ -131,23 +203,27 @@ start() {
         return
     fi
     stop_recorded # whatever a half-finished start left behind
-    trap 'stop_recorded' ERR EXIT # a start that fails leaves nothing running
+    trap 'stop_recorded; stop_network' ERR EXIT # a start that fails leaves nothing running
     install_packages
     rm -rf "$DIR/state" "$DIR/spool" "$DIR/run" "$DIR/log" "$DIR/pids"
     mkdir -p "$DIR"/{etc,state,spool,run,log,pids,munge,mysql/data}
     chmod 700 "$DIR/munge"
     write_configs
+    # The nodes' addresses exist before anything may try to reach them: 10.213.0.0/24 must
+    # never be routed anywhere else (this host's default route).
+    start_network
 
-    # SLURM's clients and daemons talk to munged on its default socket. One already serving it
-    # (the system's) is used as it is; otherwise we start one with a key of our own.
-    if ! munge -n >/dev/null 2>&1; then
+    # One node: SLURM's clients and daemons talk to munged on its default socket. One already
+    # serving it (the system's) is used as it is; otherwise we start one with a key of our own.
+    # Two nodes: always a munged of our own, on a socket of its own that slurm.conf names.
+    if [[ $NODES == 2 ]] || ! munge -n >/dev/null 2>&1; then
         [[ -f $DIR/munge/munge.key ]] || head -c 1024 /dev/urandom >"$DIR/munge/munge.key"
         chmod 400 "$DIR/munge/munge.key"
         mkdir -p "$MUNGE_SOCKET_DIR" && chmod 755 "$MUNGE_SOCKET_DIR"
         spawn munged munged --foreground --force --key-file="$DIR/munge/munge.key" \
             --pid-file="$DIR/run/munged.pid" --seed-file="$DIR/munge/seed" \
-            --log-file="$DIR/log/munged.log"
-        wait_for 10 munged munge -n
+            --log-file="$DIR/log/munged.log" --socket="$MUNGE_SOCKET"
+        wait_for 10 munged munge --socket="$MUNGE_SOCKET" -n
     fi
 
     if [[ ! -d $DIR/mysql/data/mysql ]]; then
@@ -166,11 +242,18 @@ start() {
 
     spawn slurmdbd slurmdbd -D
     wait_for 30 slurmdbd timeout 5 sacctmgr -i list cluster
-    sacctmgr -i add cluster dpsuite >/dev/null 2>&1 || true # before slurmctld registers
+    sacctmgr -i add cluster $CLUSTER >/dev/null 2>&1 || true # before slurmctld registers
     spawn slurmctld slurmctld -D -i
     wait_for 30 slurmctld timeout 5 scontrol ping
-    spawn slurmd slurmd -D
-    wait_for 30 "the node (idle in sinfo)" node_idle
+    if [[ $NODES == 1 ]]; then
+        spawn slurmd slurmd -D
+    else
+        local name
+        for name in "${NODE_NAMES[@]}"; do
+            start_node "$name"
+        done
+    fi
+    wait_for 30 "the nodes (idle in sinfo)" node_idle
     trap - ERR EXIT
     log "up: $(sinfo -h -N -p debug -o '%N %c CPUs %t') (SLURM_CONF=$SLURM_CONF)"
 }
@@ -217,7 +300,97 @@ stop() {
         done
     fi
     stop_recorded
+    stop_network
     log "stopped"
+}
+
+# The two nodes' network: a bridge on the controller's side, a namespace per node joined to it
+# by a veth pair whose node end is shaped to the link rate.
+start_network() {
+    [[ $NODES == 2 ]] || return 0
+    stop_network
+    ip link add "$BRIDGE" type bridge
+    ip addr add "$CTLD_ADDR/24" dev "$BRIDGE"
+    ip link set "$BRIDGE" up
+    local i=11 name
+    for name in "${NODE_NAMES[@]}"; do
+        ip netns add "dps-$name"
+        ip link add "dps-$name-br" type veth peer name eth0 netns "dps-$name"
+        ip link set "dps-$name-br" master "$BRIDGE" up
+        ip -n "dps-$name" addr add "$NET.$i/24" dev eth0
+        ip -n "dps-$name" link set lo up
+        ip -n "dps-$name" link set eth0 up
+        # burst: at least rate/HZ, or tbf cannot reach its rate.
+        tc -n "dps-$name" qdisc add dev eth0 root tbf rate "$LINK_RATE" burst 512kb latency 50ms
+        i=$((i + 1))
+    done
+    for name in "${NODE_NAMES[@]}"; do
+        wait_for 10 "the link of $name" link_up "$name"
+    done
+}
+
+link_up() { [[ $(ip -n "dps-$1" -o link show eth0) == *LOWER_UP* ]]; }
+
+# Remove whatever start_network created (safe to call when nothing is there).
+stop_network() {
+    [[ $NODES == 2 ]] || return 0
+    local name pid
+    for name in "${NODE_NAMES[@]}"; do
+        [[ -e /run/netns/dps-$name ]] || continue
+        for pid in $(ip netns pids "dps-$name"); do # what a killed job left in the node
+            kill -KILL "$pid" 2>/dev/null || true
+        done
+        ip netns del "dps-$name" # takes the veth pair with it
+    done
+    for name in "${NODE_NAMES[@]}"; do
+        ip link del "dps-$name-br" 2>/dev/null || true
+    done
+    ip link del "$BRIDGE" 2>/dev/null || true
+    return 0
+}
+
+# slurmd of node NAME in its namespace, under its own hostname. nsenter, not `ip netns exec`,
+# which mounts a /sys of its own without the cgroup filesystem slurmd looks for.
+start_node() {
+    mkdir -p "$DIR/spool/$1"
+    spawn "slurmd-$1" nsenter --net="/run/netns/dps-$1" unshare --uts -- \
+        sh -c "hostname $1 && exec slurmd -D -N $1"
+}
+
+# A node that comes back: its slurmd again, then idle (ReturnToService=2 resumes it).
+revive_node() {
+    local name=${1:-}
+    [[ -e /run/netns/dps-$name ]] || die "no node $name (nodes: ${NODE_NAMES[*]})"
+    alive "slurmd-$name" || start_node "$name"
+    wait_for 60 "node $name (idle in sinfo)" node_idle
+    log "node $name is back"
+}
+
+# A node that dies: every process in its namespace (slurmd, its job steps, their ranks) SIGKILLed.
+kill_node() {
+    [[ $NODES == 2 ]] || die "kill-node needs the two-node cluster (DPSUITE_SLURM_NODES=2)"
+    local name=${1:-} pid
+    [[ -e /run/netns/dps-$name ]] || die "no node $name (nodes: ${NODE_NAMES[*]})"
+    for pid in $(ip netns pids "dps-$name"); do
+        kill -KILL "$pid" 2>/dev/null || true
+    done
+    rm -f "$DIR/pids/slurmd-$name"
+    log "killed node $name"
+}
+
+# Whatever the cluster left on this host, one thing a line (nothing when all is gone).
+leftovers() {
+    local name
+    for name in "${PROCESSES[@]}"; do
+        alive "$name" && echo "process $name ($(cat "$DIR/pids/$name"))"
+    done
+    [[ $NODES == 2 ]] || return 0
+    for name in "${NODE_NAMES[@]}"; do
+        [[ -e /run/netns/dps-$name ]] && echo "namespace dps-$name"
+        ip link show "dps-$name-br" >/dev/null 2>&1 && echo "veth dps-$name-br"
+    done
+    ip link show "$BRIDGE" >/dev/null 2>&1 && echo "bridge $BRIDGE"
+    return 0
 }
 
 case ${1:-} in
@@ -226,8 +399,11 @@ start) start ;;
 stop) stop ;;
 status) status ;;
 env) echo "export SLURM_CONF=$SLURM_CONF" ;;
+kill-node) kill_node "${2:-}" ;;
+revive-node) revive_node "${2:-}" ;;
+leftovers) leftovers ;;
 *)
-    echo "usage: $0 start|stop|status|env|install" >&2
+    echo "usage: $0 start|stop|status|env|install|kill-node NAME|revive-node NAME|leftovers" >&2
     exit 2
     ;;
 esac

@@ -23,8 +23,9 @@ from suite.analysis.report import (
 )
 from suite.analysis.report import time_to_target as ttt
 from suite.errors import UserError
+from suite.results import owned
 
-# Every PNG a report can write starts with one of these; older ones are removed on regeneration.
+# The names of the plots a report can write.
 PLOT_NAMES = (
     "throughput",
     "efficiency",
@@ -58,18 +59,12 @@ def default_out(results_dir: str | Path) -> Path:
 
 
 def prepare_out(out: Path) -> Path:
-    """Create the output directory and clear the plots an earlier report left there."""
+    """Create the output directory; what an earlier report wrote there and this one does not
+    is removed at the end by its manifest (``suite.results.owned``), nothing else."""
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise UserError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
-    for old in [*out.glob("*.png"), *out.glob("*.svg")]:
-        if old.name.startswith(PLOT_NAMES):
-            old.unlink()
-    return out
+        return owned.begin(out)
+    except owned.OutputWriteError as exc:
+        raise UserError(f"cannot write the report to {out}: {exc.reason}") from None
 
 
 def display_path(path: Path) -> str:
@@ -386,20 +381,42 @@ def target_section(
     time to target; their findings."""
     target = f"{100 * study.target:g} %"
     budget = f"{study.epochs:g}-epoch budget" if study.epochs else "budget"
+    split = study.split
+    fit = study.fit
     figs.add(
         f"steps_to_target{suffix}",
         plots.steps_to_target(
-            study.rules, study.best, study.knee, study.target, f"Steps to {target}{about}"
+            study.rules,
+            study.best,
+            study.knee,
+            study.target,
+            f"Steps to {target}{about}",
+            fit=fit,
+            split=split,
         ),
-        f"Steps to {target} test accuracy vs global batch{about}",
-        "Median over seeds of the optimizer steps until the test accuracy first reached "
-        f"{target}, a seed that did not within the {budget} (or diverged) counting as never: "
+        f"Steps to {target} {split} accuracy vs global batch{about}",
+        f"Median over seeds of the optimizer steps until the {split} accuracy reached {target}"
+        + (
+            f" (the median of {reach_window(study)} consecutive evaluations, counted at the "
+            "middle one)"
+            if reach_window(study) > 1
+            else " (first evaluation)"
+        )
+        + f", a seed that did not within the {budget} (or diverged) counting as never: "
         "the median is never (▲ at the top) where half the seeds or more missed. At the base "
-        "batch every rule trains the same run, counted once. Black: the LR oracle, the fewest "
-        "steps over every LR tried at that batch (the rules and the `power` grid: peak LR = "
-        "base LR × (B/B0)^exponent with warmup), the best-tuned curve of Shallue et al. 2018. "
-        "Dashed: perfect scaling from the oracle's smallest batch (doubling the batch halves "
-        "the steps).",
+        "batch every rule trains the same run at the base LR, counted once. Black: the LR "
+        "oracle, the fewest steps over every LR tried at that batch (the rules and the "
+        "`power` grid: absolute peak LRs, or base LR × (B/B0)^exponent, with warmup from the "
+        "base LR; momentum fixed), the best-tuned curve of Shallue et al. 2018. Dashed: "
+        "perfect scaling from the oracle's smallest batch (doubling the batch halves the "
+        "steps)."
+        + (
+            f" Dotted purple: S(B) = S_min + E_min / B fitted to the oracle at "
+            f"{', '.join(map(str, fit.batches))} (B_crit = E_min / S_min ≈ "
+            f"{plots.approx(fit.b_crit)})."
+            if fit is not None
+            else ""
+        ),
     )
     figs.add(
         f"rule_efficiency{suffix}",
@@ -420,20 +437,45 @@ def target_section(
     return out
 
 
+def reach_window(study: studies.TargetStudy) -> int:
+    """Evaluations whose median counts as reaching the target (1 in older results)."""
+    window = pd.to_numeric(
+        study.group.get("config.train.target_evals", pd.Series(dtype=float)), errors="coerce"
+    ).dropna()
+    return int(window.max()) if len(window) else 1
+
+
 def oracle_table(study: studies.TargetStudy) -> pd.DataFrame:
     best = study.best
     perfect = [study.knee.perfect(b) if study.knee else None for b in best["global_batch"]]
+    fitted = [study.fit.steps(b) if study.fit else None for b in best["global_batch"]]
+    faster = set(study.faster["global_batch"])
+    flags = [
+        ", ".join(
+            why
+            for why, on in (
+                ("too few LRs", row["too_few_lrs"]),
+                ("best LR at the grid's edge", row["at_grid_edge"]),
+                ("steps fall faster than perfect to 2B", row["global_batch"] in faster),
+            )
+            if on
+        )
+        for _, row in best.iterrows()
+    ]
     return pd.DataFrame(
         {
             "global_batch": best["global_batch"],
             "steps": [findings.steps_text(s) for s in best["steps"]],
             "perfect_scaling_steps": perfect,
+            "fitted_steps": fitted,
             "best_lr_setting": best["setting"].fillna(""),
             "peak_lr": best["peak_lr"],
             "seeds_reached": [
                 f"{r} of {n}" for r, n in zip(best["reached"], best["seeds"], strict=True)
             ],
             "lr_settings_tried": best["tried"],
+            "distinct_lrs": best["lrs"],
+            "not_tuned": flags,
             "budget_steps": best["budget_steps"],
         }
     ).dropna(axis=1, how="all")
@@ -467,29 +509,35 @@ def critical_batch_section(
                 if left_out
                 else ""
             )
-            + ". Dotted: the predicted critical batch.",
+            + ". Dotted: the median of the runs' B_simple pooled from step 0 (secondary: the "
+            "value near the target is in the critical-batch plot).",
         )
-    if prediction is not None and study.knee is not None:
+    fit, near = study.fit, study.near
+    if study.knee is not None and (fit is not None or near is not None):
         figs.add(
             f"critical_batch{suffix}",
             plots.critical_batch(
                 study.best,
                 study.knee,
-                prediction,
+                fit,
+                near,
                 study.target,
-                f"Critical batch: predicted vs found{about}",
+                f"Critical batch: fitted vs predicted{about}",
+                study.split,
             ),
-            f"Critical batch: predicted from the noise scale vs the knee of steps to target{about}",
-            "Black: the LR oracle's steps to target per global batch. Dashed: perfect scaling "
-            f"from its smallest batch; dotted: {cb.KNEE_FACTOR:g}× that. The knee (★) is the "
-            f"first batch where the steps leave {cb.KNEE_FACTOR:g}× perfect scaling, "
-            "interpolated in log-log space between the neighbouring batches (a shaded band "
-            "where only its bracket is known). Purple line: the critical batch predicted from "
-            "B_simple (B_crit ≈ B_noise): the median over the runs that reached the target of "
-            "each run's B_simple "
-            + ("pooled over its measured steps" if prediction.pooled else "mean over its windows")
-            + f"; band: the median over those runs of the {cb.BAND[0]}th to {cb.BAND[1]}th "
-            "percentile (nearest rank) of their windows at the evaluations.",
+            f"Critical batch: fitted to steps to target vs predicted from the noise scale{about}",
+            "Black: the LR oracle's steps to target per global batch; dotted purple: S(B) = "
+            "S_min + E_min / B fitted to them (least squares in relative error, censored and "
+            "untuned batches left out), and its B_crit = E_min / S_min (purple line; band: 95 % "
+            "bootstrap interval over seeds). Green: B_simple near the target, the median over "
+            f"the LR oracle's runs of each run's B_simple pooled over the windows in the last "
+            f"{100 * cb.NEAR_TARGET:g} % of its steps before the target (band: 95 % bootstrap "
+            "interval of the median). Dashed: perfect scaling from the oracle's smallest batch "
+            f"B0; grey dotted: {cb.KNEE_FACTOR:g}× that. The knee (★) is the first batch where "
+            f"the steps leave {cb.KNEE_FACTOR:g}× perfect scaling, interpolated in log-log space "
+            "(a shaded band where only its bracket is known); green dash-dot: where "
+            "S = S_min (1 + B_noise/B) with B_noise the green value puts it, B_noise + "
+            f"{cb.KNEE_FACTOR:g}·B0.",
         )
     return findings.critical_batch_findings(study)
 
@@ -507,17 +555,28 @@ def time_section(
     figs.add(
         f"time_to_target{suffix}",
         plots.time_to_target(
-            ttt.fastest_per_workers(study.times), study.target, f"Time to {target}{about}"
+            ttt.fastest_per_workers(study.times),
+            study.target,
+            f"Time to {target}{about}",
+            study.split,
         ),
-        f"Time to {target} test accuracy vs workers{about}",
+        f"Time to {target} {study.split} accuracy vs workers{about}",
         f"Steps to {target} at global batch N·b (seed median) × the step time of N workers "
-        "of per-worker batch b: training steps only. Filled: the step time measured by this "
-        "machine's scaling runs (median); hollow: predicted by the scaling model fitted to "
+        "of per-worker batch b: training steps only. Filled circles: the step time measured "
+        "by this machine's scaling runs (median) with no more worker threads than cores, "
+        "joined by solid lines; hollow squares: measured, but oversubscribed (contention, not "
+        "scaling: never counted as measured); hollow circles: predicted by the scaling model "
+        "fitted to "
         f"them{validated}. At each worker count the per-worker batch (of those the scaling "
         "runs measured) that reaches the target soonest; black: at the LR oracle's best LR "
         "per batch, colours: each rule.",
     )
-    times = study.times
+    order = {ttt.MEASURED: 0, ttt.OVERSUBSCRIBED: 1, ttt.MODEL: 2}
+    times = study.times.sort_values(
+        ["source", "curve", "workers", "per_worker_batch"],
+        key=lambda col: col.map(order) if col.name == "source" else col,
+        kind="stable",
+    )
     report.tables.append(
         render.Table(
             f"Time to {target}{about}",
@@ -533,10 +592,11 @@ def time_section(
                     "time_s": times["time_s"],
                 }
             ),
-            "Training steps only. measured: median step time of this machine's scaling runs "
-            "(oversubscribed: more worker threads than cores, the time of contention); model: "
-            "the scaling model fitted to them (extrapolated: beyond the worker counts it was "
-            "validated at).",
+            "Training steps only, sorted by where the step time comes from. measured: median "
+            "step time of this machine's scaling runs; oversubscribed: measured with more "
+            "worker threads than cores, the time of contention, kept apart from the measured "
+            "points; model: the scaling model fitted to them (extrapolated: beyond the worker "
+            "counts it was validated at).",
         )
     )
     return findings.time_findings(study)
@@ -544,9 +604,9 @@ def time_section(
 
 def step_time_source(row: pd.Series) -> str:
     """Where a time-to-target row's step time comes from, in the table's words."""
-    if row["measured"]:
-        return "measured, oversubscribed" if row["oversubscribed"] else "measured"
-    return "model, extrapolated" if row["extrapolated"] else "model"
+    if row["source"] == ttt.MODEL and row["extrapolated"]:
+        return "model, extrapolated"
+    return str(row["source"])
 
 
 def sync_section(tree: data.ResultsTree, figs: FigureWriter, report: render.Report) -> None:
@@ -672,6 +732,7 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Writ
     scaling = data.scaling_table(tree.runs) if not tree.runs.empty else pd.DataFrame()
     accuracy, target_groups = studies.split(data.convergence_runs(tree.runs))
     targets = [studies.analyse(tree, label, group, fits) for label, group in target_groups]
+    tree.warnings += [warning for study in targets for warning in study.warnings()]
     if not tree.runs.empty:
         report.findings += findings.run_status_findings(tree.runs)
         report.file("Runs")
@@ -702,4 +763,5 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Writ
     report.figures = figs.figures
     report.warnings = tree.warnings
     render.write(report, out)
+    owned.finish(out)
     return Written(out=out, warnings=tree.warnings, headline=report.headline)

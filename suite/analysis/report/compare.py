@@ -25,11 +25,43 @@ from suite.analysis.report.build import (
     prepare_out,
 )
 from suite.errors import UserError
+from suite.results import owned
 
 # Throughput is compared between runs of one configuration (the seed and repeat do not change
 # it): real workers only (mode=ddp), where samples/s is what the machine delivers.
 CONFIG_KEY = list(results.schema.COMPARE_KEY)
 CONFIG_NAMES = {"per_worker_batch": "per-worker batch", "sync_label": "sync", "lr_rule": "LR rule"}
+# An interval of B ÷ A whose ends are further apart than this factor (high / low) is too noisy
+# to call: the ratio is not known to within that factor (0.9–1.1 spans 1.22×, 0.01–0.36 spans
+# 36×). `dpsuite compare --max-spread` sets it.
+MAX_SPREAD = 2.0
+# How the runs were made, beyond the configuration compared: a machine line names each one
+# whose values differ between the machines (and every environment variable recorded).
+RUN_SETTINGS = {
+    "threads_per_worker": "threads/worker",
+    "backend": "backend",
+    "precision": "precision",
+    "bucket_cap_mb": "bucket MiB",
+    "device": "device",
+    "comm_timing": "comm timing",
+    "timed_steps": "timed steps",
+    "config.workload.num_samples": "samples",
+    "config.ddp.start_method": "start method",
+    "config.timing.warmup_steps": "warmup steps",
+    "config.timing.comm_every": "comm every",
+    "config.timing.comm_hook": "comm hook",
+    "hardware.cpus_usable": "usable cores",
+    "hardware.cpus_allocated": "allocated cores",
+    "hardware.torch": "torch",
+    "hardware.cuda": "CUDA",
+    "hardware.nccl": "NCCL",
+    "hardware.cudnn": "cuDNN",
+    "hardware.gpu_driver": "driver",
+    "hardware.torch_debug_build": "torch debug build",
+    "hardware.python": "python",
+    "hardware.os_release": "OS",
+}
+ENV_PREFIX = "hardware.env."
 
 
 @dataclass
@@ -38,6 +70,7 @@ class Compared(Written):
 
     ratios: pd.DataFrame = field(default_factory=pd.DataFrame)
     regressed: pd.DataFrame = field(default_factory=pd.DataFrame)
+    noisy: pd.DataFrame = field(default_factory=pd.DataFrame)  # below the gate, too wide to call
 
 
 def default_out(dirs: list[str | Path]) -> Path:
@@ -93,6 +126,65 @@ def ratio_table(runs: pd.DataFrame, machines: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def setting_values(runs: pd.DataFrame, column: str) -> str:
+    """The values a setting took in ``runs``, as text ("unset" where none was recorded)."""
+    if column not in runs.columns:
+        return "unset"
+    values = sorted({_text(v) for v in runs[column] if not _missing(v)})
+    return ", ".join(values) if values else "unset"
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value))
+
+
+def _text(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return f"{value:g}"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def setting_differences(runs: pd.DataFrame, machines: list[str]) -> dict[str, list[str]]:
+    """Per machine, each run setting whose values differ between the machines, e.g.
+    ``threads/worker 2`` or ``NCCL_ALGO=Ring``; what all machines share is left out."""
+    if runs.empty or "machine" not in runs.columns or len(machines) < 2:
+        return {m: [] for m in machines}
+    env = sorted(c for c in runs.columns if c.startswith(ENV_PREFIX))
+    names = {**RUN_SETTINGS, **{c: c.removeprefix(ENV_PREFIX) for c in env}}
+    by_machine = {m: runs[runs["machine"] == m] for m in machines}
+    out: dict[str, list[str]] = {m: [] for m in machines}
+    for column, name in names.items():
+        values = {m: setting_values(frame, column) for m, frame in by_machine.items()}
+        if len(set(values.values())) < 2:
+            continue
+        for m, value in values.items():
+            out[m].append(f"{name}={value}" if column in env else f"{name} {value}")
+    return out
+
+
+def with_differences(lines: list[str], machines: list[str], runs: pd.DataFrame) -> list[str]:
+    """The machine lines, each followed by the settings in which its runs differ from the
+    other machines' (the threads, backend, precision, bucket size, NCCL_* ... of a side)."""
+    differences = setting_differences(runs, machines)
+    return [
+        f"{line}; differs: {', '.join(differences[m])}" if differences.get(m) else line
+        for line, m in zip(lines, machines, strict=False)
+    ]
+
+
+def compared(runs: pd.DataFrame, ratios: pd.DataFrame) -> pd.DataFrame:
+    """The runs of the configurations in the ratio table (all runs when there is none): a
+    setting differs between the sides of a comparison, not between what each side ran."""
+    if ratios.empty:
+        return runs
+    return runs.merge(ratios[CONFIG_KEY].drop_duplicates(), on=CONFIG_KEY, how="inner")
+
+
+def too_noisy(ratios: pd.DataFrame, max_spread: float) -> pd.Series:
+    """Configurations whose interval of B ÷ A spans more than ``max_spread`` (high / low)."""
+    return (ratios["ratio_high"] / ratios["ratio_low"]).gt(max_spread)
+
+
 def regressions(ratios: pd.DataFrame, fail_below: float) -> pd.DataFrame:
     """Configurations whose B ÷ A is below ``fail_below`` beyond doubt: the whole interval is
     below it (with one run on a side there is no interval, and the ratio itself decides)."""
@@ -121,7 +213,8 @@ def ratio_text(row: pd.Series) -> str:
         if pd.notna(row["ratio_low"]) and pd.notna(row["ratio_high"])
         else ""
     )
-    return f"{row['ratio_B_over_A']:.2f}×{ci}"
+    noisy = " too noisy" if bool(row.get("too_noisy", False)) else ""
+    return f"{row['ratio_B_over_A']:.2f}×{ci}{noisy}"
 
 
 def ratio_display(ratios: pd.DataFrame) -> pd.DataFrame:
@@ -179,7 +272,31 @@ def ratio_findings(ratios: pd.DataFrame, machines: list[str]) -> list[str]:
             f"Over {plural(len(pair), 'configuration')} run on both, `{b}` has {r.median():.2f}× "
             f"the throughput of `{a}` (median; from {r.min():.2f}× to {r.max():.2f}×)."
         )
+        noise = noise_finding(
+            pair, varying_keys(ratios), ratios.attrs.get("max_spread", MAX_SPREAD)
+        )
+        if noise:
+            out.append(noise)
     return out
+
+
+def noise_finding(pair: pd.DataFrame, varying: list[str], max_spread: float) -> str | None:
+    """The configurations of one pair of machines whose interval is too wide to call, in words."""
+    if "too_noisy" not in pair.columns or not pair["too_noisy"].any():
+        return None
+    noisy = pair[pair["too_noisy"]]
+    spread = noisy["ratio_high"] / noisy["ratio_low"]
+    worst = noisy.loc[spread.idxmax()]
+    some = "all" if len(noisy) == len(pair) else f"{len(noisy)} of {len(pair)}"
+    interval = (
+        f"{worst['ratio_B_over_A']:.2f}× ({worst['ratio_low']:.2f}–{worst['ratio_high']:.2f})"
+    )
+    return (
+        f"Too noisy to call: rerun. {some.capitalize()} configurations on `{worst['B']}` have a "
+        f"95 % interval of B ÷ A spanning more than {max_spread:g}× (widest: "
+        f"{config_label(worst, varying)}, {interval}): more repeats, or a quieter machine, "
+        "before reading a ratio."
+    )
 
 
 def regression_lines(regressed: pd.DataFrame, ratios: pd.DataFrame) -> list[str]:
@@ -191,27 +308,54 @@ def regression_lines(regressed: pd.DataFrame, ratios: pd.DataFrame) -> list[str]
     ]
 
 
-def regression_finding(regressed: pd.DataFrame, ratios: pd.DataFrame, fail_below: float) -> str:
+def noisy_lines(noisy: pd.DataFrame, ratios: pd.DataFrame, max_spread: float) -> list[str]:
+    """One line per configuration below the gate whose interval is too wide to call."""
+    varying = varying_keys(ratios)
+    return [
+        f"{config_label(r, varying)}: {r['B']} / {r['A']} = {r['ratio_B_over_A']:.2f}× "
+        f"({r['ratio_low']:.2f}–{r['ratio_high']:.2f}), its ends "
+        f"{r['ratio_high'] / r['ratio_low']:.1f}× apart (limit {max_spread:g}×)"
+        for _, r in noisy.iterrows()
+    ]
+
+
+def regression_finding(
+    regressed: pd.DataFrame, ratios: pd.DataFrame, fail_below: float, noisy: pd.DataFrame
+) -> str:
+    varying = varying_keys(ratios)
     if regressed.empty:
-        return (
+        text = (
             f"No configuration is below {fail_below:g}× its throughput on `{ratios['A'].iloc[0]}`."
         )
-    varying = varying_keys(ratios)
-    named = "; ".join(
-        f"{config_label(r, varying)} on `{r['B']}`: {ratio_text(r)}"
-        for _, r in regressed.iterrows()
-    )
+    else:
+        named = "; ".join(
+            f"{config_label(r, varying)} on `{r['B']}`: {ratio_text(r)}"
+            for _, r in regressed.iterrows()
+        )
+        text = (
+            f"{plural(len(regressed), 'configuration')} regressed below {fail_below:g}× the "
+            f"throughput on `{ratios['A'].iloc[0]}`: {named}."
+        )
+    if noisy.empty:
+        return text
+    named = "; ".join(f"{config_label(r, varying)}: {ratio_text(r)}" for _, r in noisy.iterrows())
     return (
-        f"{plural(len(regressed), 'configuration')} regressed below {fail_below:g}× the "
-        f"throughput on `{ratios['A'].iloc[0]}`: {named}."
+        f"{text} Below {fail_below:g}× but too noisy to call (interval wider than "
+        f"{ratios.attrs.get('max_spread', MAX_SPREAD):g}×): {named}; rerun them."
     )
 
 
 def build_compare(
-    dirs: list[str | Path], out: str | Path | None = None, fail_below: float | None = None
+    dirs: list[str | Path],
+    out: str | Path | None = None,
+    fail_below: float | None = None,
+    max_spread: float = MAX_SPREAD,
+    allow_noisy: bool = False,
 ) -> Compared:
     """Read every directory, group runs by machine, write the comparison; with ``fail_below``,
-    also name the configurations whose throughput ratio B ÷ A is below it."""
+    also name the configurations whose throughput ratio B ÷ A is below it. A configuration
+    whose interval spans more than ``max_spread`` is too noisy to call a regression on (it is
+    in ``noisy`` instead), unless ``allow_noisy``."""
     if not dirs:
         raise UserError("compare needs at least one results directory")
     trees = [data.load_tree(d) for d in dirs]
@@ -227,18 +371,27 @@ def build_compare(
     ]
     comm = pd.concat(comm_parts, ignore_index=True) if comm_parts else pd.DataFrame()
     machines = machine_order(runs, comm)
+    ratios = ratio_table(runs, machines) if not runs.empty else pd.DataFrame()
     report = render.Report(
         title="dpsuite comparison: " + " vs ".join(f"{m}" for m in machines),
         meta=[
             "Results: " + ", ".join(f"`{display_path(t.source)}`" for t in trees),
-            *machines_lines(runs, comm, machines),
+            *with_differences(
+                machines_lines(runs, comm, machines), machines, compared(runs, ratios)
+            ),
         ],
     )
-    ratios = ratio_table(runs, machines) if not runs.empty else pd.DataFrame()
+    if len(ratios):
+        ratios["ratio_spread"] = ratios["ratio_high"] / ratios["ratio_low"]
+        ratios["too_noisy"] = too_noisy(ratios, max_spread)
+        ratios.attrs["max_spread"] = max_spread
     regressed = regressions(ratios, fail_below) if fail_below is not None else pd.DataFrame()
+    noisy = regressed.iloc[0:0] if len(regressed) else pd.DataFrame()
+    if len(regressed) and not allow_noisy:
+        noisy, regressed = regressed[regressed["too_noisy"]], regressed[~regressed["too_noisy"]]
     report.headline = ratio_findings(ratios, machines)
     if fail_below is not None and len(ratios):
-        report.headline.append(regression_finding(regressed, ratios, fail_below))
+        report.headline.append(regression_finding(regressed, ratios, fail_below, noisy))
     if len(ratios):
         report.lead_tables.append(
             render.Table(
@@ -247,11 +400,12 @@ def build_compare(
                 f"A is `{machines[0]}` (the first directory), B each other machine: B ÷ A > 1 "
                 "means B is faster. Median samples/s over the complete runs of each "
                 "configuration (seeds and repeats); in brackets the 95 % bootstrap interval of "
-                "the ratio, resampling each machine's runs (none with one run on a side). "
+                "the ratio, resampling each machine's runs (none with one run on a side); "
+                f"too noisy: its ends are more than {max_spread:g}× apart. "
                 "Every column is in `ratios.csv`.",
             )
         )
-        ratios.to_csv(out / "ratios.csv", index=False)
+        owned.write(out / "ratios.csv", ratios.to_csv(index=False))
     figs = FigureWriter(out)
     by_machine = ("machine", "workload", "per_worker_batch")
     scaling = data.scaling_table(runs, always=by_machine) if not runs.empty else pd.DataFrame()
@@ -288,10 +442,12 @@ def build_compare(
     summary = data.summary_frame(runs) if not runs.empty else pd.DataFrame(columns=["machine"])
     data.write_summary(summary.drop(columns=["source_index"], errors="ignore"), out)
     render.write(report, out)
+    owned.finish(out)
     return Compared(
         out=out,
         warnings=report.warnings,
         headline=report.headline,
         ratios=ratios,
         regressed=regressed,
+        noisy=noisy,
     )

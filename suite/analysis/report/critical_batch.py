@@ -1,17 +1,25 @@
-"""Critical batch: predicted from the gradient noise scale, found as the knee of steps-to-target.
+"""Critical batch: fitted to steps-to-target, predicted from the gradient noise scale.
 
 McCandlish et al. (2018) predict the batch beyond which data parallelism stops paying off from
 the gradient noise scale B_simple = tr(Sigma) / |G|^2 (B_crit ~ B_noise, which grows during
-training). Empirically it is where the steps to a target accuracy leave perfect scaling (steps
-proportional to 1/batch). Both come from one convergence group here, as pure functions on frames.
+training). Empirically B_crit = E_min / S_min, from fitting the steps-examples trade-off
+S(B) = S_min + E_min / B to the best-tuned steps to a target (McCandlish et al., eq. 2.11). Both
+come from one convergence group here, as pure functions on frames.
 
-- Prediction, from the runs that reached the group's target only: a run that missed it (a
-  collapsed model, or one whose LR was too large) measured the noise of a model that did not
-  learn. Per run its B_simple pooled over every measured step (run.json
+- Fit: to the LR oracle's seed medians, least squares in relative error, censored batches (no LR
+  reached the target in half its seeds: no value) and batches known not to be tuned left out;
+  intervals from a bootstrap over seeds (``fit_critical_batch``).
+- Near the target (the primary prediction): per run of the LR oracle, B_simple pooled over the
+  windows in the last ``NEAR_TARGET`` of its steps before it reached the target; the median over
+  runs with its bootstrap interval (``predict_near_target``).
+- Pooled from the start (secondary), from the runs that reached the group's target only: a run
+  that missed it (a collapsed model, or one whose LR was too large) measured the noise of a
+  model that did not learn. Per run its B_simple pooled over every measured step (run.json
   ``grad_noise_scale.pooled``; the mean over windows in older results); the prediction is the
   median over runs, the band the median over runs of the ``BAND`` nearest-rank percentiles of
   each run's windows at its evaluations (epochs.csv).
-- Knee, on the LR oracle's curve (`target_study.oracle`, the best-tuned steps per batch):
+- Knee (kept beside B_noise + 2·B0, what S = S_min (1 + B_noise/B) gives for it), on the LR
+  oracle's curve (`target_study.oracle`, the best-tuned steps per batch):
   perfect scaling is S(B0)·B0/B from the smallest batch B0 that reached the target; the knee is
   the first batch where steps exceed that by more than ``KNEE_FACTOR``, interpolated in log-log
   space between the last batch within it and the first beyond it. A batch where no LR reached
@@ -239,15 +247,174 @@ def find_knee(best: pd.DataFrame, factor: float = KNEE_FACTOR) -> Knee | None:
     return Knee(b0, s0, within=last_b, short_budget=short[0], room=short[1])
 
 
-def predicted_over_found(prediction: Prediction, knee: Knee) -> tuple[float, float] | None:
-    """predicted B_crit / found knee as (low, high): equal when the knee was interpolated, a
-    range when it is only bracketed, (0, bound) when it lies above the largest batch; None
+def predicted_over_found(predicted: float, knee: Knee) -> tuple[float, float] | None:
+    """A predicted knee / the found knee as (low, high): equal when the knee was interpolated,
+    a range when it is only bracketed, (0, bound) when it lies above the largest batch; None
     when the knee is not placed."""
     if knee.batch is not None:
-        ratio = prediction.batch / knee.batch
+        ratio = predicted / knee.batch
         return ratio, ratio
     if knee.beyond is not None:
-        return prediction.batch / knee.beyond, prediction.batch / knee.within
+        return predicted / knee.beyond, predicted / knee.within
     if knee.placed:
-        return 0.0, prediction.batch / knee.within
+        return 0.0, predicted / knee.within
     return None
+
+
+def predicted_knee(b_noise: float, base_batch: int) -> float:
+    """Where S = S_min (1 + B_noise / B) leaves ``KNEE_FACTOR`` × perfect scaling from B0:
+    S(B) B / (S(B0) B0) = (B + B_noise) / (B0 + B_noise) = 2 at B = B_noise + 2 B0 (for the
+    factor 2; in general B_noise (f - 1) + f B0)."""
+    return b_noise * (KNEE_FACTOR - 1) + KNEE_FACTOR * base_batch
+
+
+# ---- B_crit fitted: the steps-examples trade-off ----------------------------------------------
+
+FIT_RESAMPLES = 1000  # bootstrap resamples of the seeds
+FIT_CONFIDENCE = 0.95
+
+
+def fit_steps(batches: np.ndarray, steps: np.ndarray) -> tuple[float, float]:
+    """(S_min, E_min) of S(B) = S_min + E_min / B by least squares in relative error (each
+    point weighs 1 / S², so the few steps of large batches count as much as the many of small
+    ones): linear in x = 1/B with weights 1/S."""
+    x, w = 1.0 / np.asarray(batches, float), 1.0 / np.asarray(steps, float)
+    design = np.stack([np.ones_like(x), x], axis=1) * w[:, None]
+    (s_min, e_min), *_ = np.linalg.lstsq(design, np.asarray(steps, float) * w, rcond=None)
+    return float(s_min), float(e_min)
+
+
+def b_crit_of(s_min: float, e_min: float) -> float:
+    """E_min / S_min; infinite where the fit has no floor (S_min <= 0: steps keep falling as
+    fast as 1/B over the batches measured)."""
+    return e_min / s_min if s_min > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class CriticalFit:
+    """S(B) = S_min + E_min / B fitted to the LR oracle's seed medians, B_crit = E_min / S_min,
+    each with its bootstrap interval over seeds (nearest rank)."""
+
+    s_min: float
+    e_min: float
+    b_crit: float
+    s_min_ci: tuple[float, float]
+    e_min_ci: tuple[float, float]
+    b_crit_ci: tuple[float, float]
+    batches: list[int]  # the batches fitted
+    censored: list[int]  # left out: no LR reached the target in half its seeds
+    untuned: list[int]  # left out: steps fell below half to their double (not tuned)
+    resamples: int
+
+    def steps(self, batch: float) -> float:
+        return self.s_min + self.e_min / batch
+
+
+def fit_critical_batch(
+    best: pd.DataFrame,
+    seeds: dict[tuple[str, int], np.ndarray],
+    exclude: set[int] = frozenset(),
+    resamples: int = FIT_RESAMPLES,
+) -> CriticalFit | None:
+    """Fit the oracle's finite seed medians (``target_study.oracle``), leaving out censored
+    batches (a median that is never has no value to fit) and ``exclude`` (batches known not to
+    be tuned); None with fewer than 3 batches. The bootstrap resamples the seeds of every LR
+    setting at every fitted batch, takes the oracle again (the fewest censored-median steps over
+    the settings, so the choice of the best LR is resampled too) and fits again."""
+    finite = best[np.isfinite(best["steps"])]
+    censored = sorted(int(b) for b in best[~np.isfinite(best["steps"])]["global_batch"])
+    kept = finite[~finite["global_batch"].isin(exclude)].sort_values("global_batch")
+    if len(kept) < 3:
+        return None
+    batches = kept["global_batch"].to_numpy(int)
+    s_min, e_min = fit_steps(batches, kept["steps"].to_numpy(float))
+    rng = np.random.default_rng(0)
+    draws = np.full((resamples, len(batches)), math.inf)
+    for (_, batch), steps in sorted(seeds.items()):
+        if batch not in batches:
+            continue
+        pick = rng.integers(0, len(steps), size=(resamples, len(steps)))
+        medians = np.median(steps[pick], axis=1)  # inf where half or more missed
+        col = int(np.flatnonzero(batches == batch)[0])
+        draws[:, col] = np.minimum(draws[:, col], medians)
+    fits = [fit_steps(batches, d) for d in draws if np.isfinite(d).all()]
+    s_mins = np.array([f[0] for f in fits])
+    e_mins = np.array([f[1] for f in fits])
+    crits = np.array([b_crit_of(*f) for f in fits])
+    return CriticalFit(
+        s_min=s_min,
+        e_min=e_min,
+        b_crit=b_crit_of(s_min, e_min),
+        s_min_ci=interval(s_mins),
+        e_min_ci=interval(e_mins),
+        b_crit_ci=interval(crits),
+        batches=[int(b) for b in batches],
+        censored=censored,
+        untuned=sorted(int(b) for b in exclude if b in set(finite["global_batch"])),
+        resamples=len(fits),
+    )
+
+
+def interval(values: np.ndarray) -> tuple[float, float]:
+    """The central ``FIT_CONFIDENCE`` nearest-rank interval (infinite values sort last)."""
+    if not len(values):
+        return math.nan, math.nan
+    ordered = np.sort(np.asarray(values, float))
+    tail = (1 - FIT_CONFIDENCE) / 2
+
+    def rank(q: float) -> float:
+        return float(ordered[min(max(math.ceil(q * len(ordered)), 1), len(ordered)) - 1])
+
+    return rank(tail), rank(1 - tail)
+
+
+# ---- B_simple near the target ----------------------------------------------------------------
+
+NEAR_TARGET = 0.25  # the last quarter of the steps before a run reached the target
+
+
+def near_target_noise_scale(curve: pd.DataFrame, hit_step: float) -> float:
+    """B_simple near the target from one run's evaluations (epochs.csv): the windows seen at
+    evaluations in the last ``NEAR_TARGET`` of the steps up to ``hit_step`` (at least the last
+    window before it), pooled as Σ tr(Σ) / Σ |G|² (windows of equal length weigh equally).
+    A window is counted once however many evaluations saw it; NaN without one."""
+    need = {"step", "gns_grad_sq", "gns_trace"}
+    if curve.empty or not need <= set(curve.columns) or not math.isfinite(hit_step):
+        return math.nan
+    rows = curve[(curve["step"] <= hit_step) & curve["gns_grad_sq"].notna()]
+    rows = rows[np.isfinite(rows["gns_grad_sq"]) & np.isfinite(rows["gns_trace"])]
+    windows = rows.drop_duplicates(["gns_grad_sq", "gns_trace"])
+    if windows.empty:
+        return math.nan
+    near = windows[windows["step"] >= (1 - NEAR_TARGET) * hit_step]
+    if near.empty:
+        near = windows.tail(1)
+    grad_sq, trace = float(near["gns_grad_sq"].sum()), float(near["gns_trace"].sum())
+    return trace / grad_sq if grad_sq > 0 and trace > 0 else math.nan
+
+
+@dataclass(frozen=True)
+class NearTarget:
+    """B_simple near the target, from the LR oracle's runs: the median over runs with the
+    bootstrap interval of that median."""
+
+    batch: float
+    low: float
+    high: float
+    runs: int  # oracle runs with a value
+    without: int  # oracle runs that reached the target without a window to read
+
+
+def predict_near_target(
+    oracle_runs: pd.DataFrame, epochs: dict[str, pd.DataFrame]
+) -> NearTarget | None:
+    """From the runs of the best LR at each batch that reached the target (run_id, steps)."""
+    values = [
+        near_target_noise_scale(epochs.get(run_id, pd.DataFrame()), steps)
+        for run_id, steps in zip(oracle_runs["run_id"], oracle_runs["steps"], strict=True)
+    ]
+    ok = np.array([v for v in values if math.isfinite(v)])
+    if not len(ok):
+        return None
+    low, high = stats.median_ci(ok)
+    return NearTarget(float(np.median(ok)), low, high, len(ok), len(values) - len(ok))

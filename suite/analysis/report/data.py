@@ -20,6 +20,8 @@ import pandas as pd
 from suite import results
 from suite.analysis.report import stats
 from suite.errors import UserError
+from suite.optim.lr_rules import RULES
+from suite.results import owned
 
 RUN_COLUMNS = list(results.schema.SUMMARY_COLUMNS)
 TEXT_COLUMNS = {
@@ -28,16 +30,23 @@ TEXT_COLUMNS = {
 NUMERIC_COLUMNS = [
     c for c in RUN_COLUMNS if c not in TEXT_COLUMNS and not c.startswith("hardware.")
 ]
-RULE_ORDER = ("naive", "linear", "linear_warmup", "sqrt", "lars")
+RULE_ORDER = tuple(RULES)  # the registry's order: legends, colours, tables
 EFFICIENCY_THRESHOLD = 0.80  # "scales well": throughput at least 80 % of ideal
 CI_COLUMNS = ["samples_per_s_low", "samples_per_s_high"]
 # Scaling series: runs that differ only in worker count.
 SCALING_KEY = ["machine", "workload", "per_worker_batch", "precision", "device", "sync_label"]
 # Rules that bring their own base LR and schedule (the recipe keys below) to a study.
-OWN_RECIPE_RULES = ("lars",)
+OWN_RECIPE_RULES = tuple(name for name, rule in RULES.items() if rule.own_recipe)
 RECIPE_KEYS = ["base_lr", "schedule"]
 # Columns the convergence analysis reads beyond the summary's (empty in older results).
-STUDY_COLUMNS = ["total_steps", "grad_noise_scale.pooled", "grad_noise_scale.method"]
+STUDY_COLUMNS = [
+    "total_steps",
+    "grad_noise_scale.pooled",
+    "grad_noise_scale.method",
+    "config.lr_rule.peak_lr",
+    "eval_split",
+    "final_test_acc",
+]
 STOP_AT_TARGET = "config.train.stop_at_target"
 # Convergence groups: runs of one training recipe that differ in global batch and LR rule; a
 # steps-to-target study (runs stop at the target) never mixes with a fixed-budget one.
@@ -91,7 +100,7 @@ def load_tree(path: str | Path) -> ResultsTree:
         comm = results.load_comm_bench(root)
     notes = [str(w.message) for w in caught if w.category is UserWarning]  # not library noise
     if runs.empty and comm.empty:
-        found = "unreadable results only" if notes else "no run.json or comm_bench.json"
+        found = f"{len(notes)} left out: {notes[0]}" if notes else "no run.json or comm_bench.json"
         raise UserError(f"no results to report in {root} ({found})")
     runs = tidy_runs(runs)
     tree = ResultsTree(source=root, runs=runs, comm=tidy_comm(comm), warnings=notes)
@@ -181,7 +190,8 @@ def tidy_runs(runs: pd.DataFrame) -> pd.DataFrame:
     for col in [*RUN_COLUMNS, *STUDY_COLUMNS]:
         if col not in runs.columns:
             runs[col] = None
-    for col in [*NUMERIC_COLUMNS, "total_steps", "grad_noise_scale.pooled"]:
+    numeric = ["total_steps", "grad_noise_scale.pooled", "config.lr_rule.peak_lr", "final_test_acc"]
+    for col in [*NUMERIC_COLUMNS, *numeric]:
         runs[col] = pd.to_numeric(runs[col], errors="coerce")
     for col in ("workload", "mode", "lr_rule", "precision", "device", "schedule"):
         runs[col] = runs[col].fillna("?").astype(str)
@@ -301,6 +311,7 @@ EXTRA_SCALING_COLUMNS = (
     "mfu",
     "peak_rss_mib",
     "peak_cuda_allocated_mib",
+    "straggler_wait_s",
 )
 
 COLUMN_NAMES = {
@@ -391,7 +402,7 @@ def _study_groups(done: pd.DataFrame) -> list[pd.DataFrame]:
 
 
 def rule_order(rules) -> list[str]:
-    """LR rules in the order they are introduced in the docs, unknown ones last."""
+    """LR rules in the registry's order, unknown ones last."""
     known = [r for r in RULE_ORDER if r in set(rules)]
     return known + sorted(set(rules) - set(RULE_ORDER))
 
@@ -510,8 +521,13 @@ def summary_frame(runs: pd.DataFrame) -> pd.DataFrame:
 
 def write_summary(summary: pd.DataFrame, out: Path) -> None:
     """summary.csv, and summary.parquet beside it where pyarrow is installed (the `parquet`
-    extra): the same frame, with types kept."""
-    summary.to_csv(out / "summary.csv", index=False)
+    extra): the same frame, with types kept (and each column's unit)."""
+    iso = {  # timestamps as run.json writes them (ISO 8601), not pandas' spelling
+        c: summary[c].map(lambda t: t.isoformat() if pd.notna(t) else None)
+        for c in summary.columns
+        if isinstance(summary[c].dtype, pd.DatetimeTZDtype)
+    }
+    owned.write(out / "summary.csv", summary.assign(**iso).to_csv(index=False))
     try:
         import pyarrow  # noqa: F401
     except ImportError:

@@ -94,8 +94,18 @@ def communication_findings(label: str, grp: pd.DataFrame) -> list[str]:
         f"{label}: exposed communication is {pct(exposed / step)} of step time at {n} workers "
         f"({1e3 * exposed:.2f} of {1e3 * step:.2f} ms)"
     )
+    wait = row.get("straggler_wait_s")
+    if pd.notna(wait) and wait > 0:
+        sentence += f"; waiting for the slowest rank adds {1e3 * wait:.2f} ms more"
     comm = row.get("comm_time_s")
-    if pd.notna(comm) and comm > 0:
+    if pd.notna(comm) and comm > 0 and exposed > comm:
+        # More exposed than the whole all-reduce: the difference is no communication.
+        sentence += (
+            f"; that is more than the whole {1e3 * comm:.2f} ms all-reduce, so "
+            f"{1e3 * (exposed - comm):.2f} ms of it is not the all-reduce (compute slowed while "
+            "it runs, or ranks out of step)"
+        )
+    elif pd.notna(comm) and comm > 0:
         hidden = min(max(1 - exposed / comm, 0.0), 1.0)
         sentence += (
             f"; {pct(hidden, 0)} of the {1e3 * comm:.2f} ms all-reduce is hidden behind compute"
@@ -214,37 +224,103 @@ def steps_text(steps: float) -> str:
 
 
 def target_findings(study: studies.TargetStudy) -> list[str]:
-    """The LR oracle, censored seeds, each rule's efficiency, and LRs at the grid's edge."""
+    """The split counted on, the LR oracle and its own checks, censored seeds, each rule's
+    efficiency."""
     if study.best.empty:
         return []
     return [
+        *split_findings(study),
         *oracle_findings(study),
+        *faster_findings(study),
+        *untuned_findings(study),
         *censoring_findings(study),
         *efficiency_findings(study),
-        *grid_edge_findings(study),
     ]
+
+
+def split_findings(study: studies.TargetStudy) -> list[str]:
+    """Which split counted the steps and chose the oracle's LR, and which reports accuracy."""
+    if not study.on_validation:
+        return [
+            "These runs have no validation split: steps to target are counted on the test "
+            "split, so the same split chooses the oracle's LR and measures it (a validation "
+            "split, e.g. `workload.validation_samples`, keeps the two apart)."
+        ]
+    sentence = (
+        "Steps to target are counted on the validation split, which also chooses the oracle's "
+        "LR; the test split is evaluated once, at the end"
+    )
+    runs = ts.oracle_runs(study.group, study.best)
+    acc = pd.to_numeric(runs.get("final_test_acc", pd.Series(dtype=float)), errors="coerce")
+    if acc.notna().any():
+        sentence += (
+            f": the LR oracle's runs end at {pct(float(acc.median()), 1)} test accuracy "
+            f"(median of {studies.plural(int(acc.notna().sum()), 'run')})"
+        )
+    return [sentence + "."]
 
 
 def oracle_findings(study: studies.TargetStudy) -> list[str]:
     best, target = study.best, pct(study.target, 0)
     reached = best[np.isfinite(best["steps"])]
     if reached.empty:
-        return [f"No run reached {target} test accuracy at any global batch."]
-    first, last = reached.iloc[0], reached.iloc[-1]
+        return [f"No run reached {target} {study.split} accuracy at any global batch."]
+    lrs = best["lrs"].astype(int)
+    counts = f"{lrs.min()}" if lrs.min() == lrs.max() else f"{lrs.min()}–{lrs.max()}"
     sentence = (
-        f"LR oracle (at each global batch the fewest seed-median steps over the LRs tried "
-        f"there, up to {int(best['tried'].max())}): {target} test accuracy in "
-        f"{first['steps']:,.0f} steps at batch {int(first['global_batch'])}"
+        f"LR oracle (at each global batch the fewest seed-median steps over the {counts} "
+        f"distinct peak LRs tried there): {target} {study.split} accuracy in "
+        + ", ".join(
+            f"{row['steps']:,.0f} steps at {int(row['global_batch'])} (LR {row['peak_lr']:.3g})"
+            for _, row in reached.iterrows()
+        )
     )
-    if len(reached) > 1:
-        sentence += f" and {last['steps']:,.0f} at {int(last['global_batch'])}"
-        if study.knee is not None:
-            sentence += f" (perfect scaling: {study.knee.perfect(last['global_batch']):,.0f})"
     never = best[~np.isfinite(best["steps"])]["global_batch"]
     if len(never):
         batches = ", ".join(str(int(b)) for b in never)
         sentence += f"; no LR tried reached it at {batches}"
     return [sentence + "."]
+
+
+def faster_findings(study: studies.TargetStudy) -> list[str]:
+    """Where the oracle's steps fall faster than perfect scaling: the smaller batch's baseline
+    is not tuned."""
+    out = []
+    for _, row in study.faster.iterrows():
+        batch, double = int(row["global_batch"]), int(row["double"])
+        out.append(
+            f"From global batch {batch} to {double} the LR oracle's steps fall to "
+            f"{row['ratio']:.2f}× ({row['steps']:,.0f} → {row['double_steps']:,.0f}), faster "
+            f"than perfect scaling (0.5×) beyond the seeds' spread (every seed at {double} "
+            f"below half of every seed at {batch}): with a tuned baseline steps never fall "
+            f"faster than that, so batch {batch} is not tuned, the knee measured from it is "
+            "unreliable, and it is left out of the fitted critical batch."
+        )
+    return out
+
+
+def untuned_findings(study: studies.TargetStudy) -> list[str]:
+    """Batches with too few LRs, or whose best LR is the largest or smallest tried."""
+    out = []
+    for _, row in study.untuned.iterrows():
+        batch = int(row["global_batch"])
+        tried = ts.distinct_lrs(study.settings[study.settings["global_batch"] == batch]["peak_lr"])
+        listed = ", ".join(f"{lr:.3g}" for lr in tried)
+        if row["too_few_lrs"]:
+            out.append(
+                f"At global batch {batch} only {studies.plural(len(tried), 'peak LR')} ({listed}) "
+                f"{'was' if len(tried) == 1 else 'were'} tried, fewer than "
+                f"{ts.MIN_LRS}: the oracle there is not tuned, and every ratio to it is suspect."
+            )
+            continue
+        side = "largest" if row["peak_lr"] >= tried[-1] else "smallest"
+        named = "" if row["setting"].startswith("LR ") else f", `{row['setting']}`"
+        out.append(
+            f"At global batch {batch} the fewest steps come from the {side} LR tried (peak LR "
+            f"{row['peak_lr']:.3g}{named}, of {listed}): the best-tuned steps there may be "
+            "fewer still."
+        )
+    return out
 
 
 def censoring_findings(study: studies.TargetStudy) -> list[str]:
@@ -305,21 +381,6 @@ def efficiency_list(rows: pd.DataFrame) -> str:
     return ", ".join(parts)
 
 
-def grid_edge_findings(study: studies.TargetStudy) -> list[str]:
-    """Batches whose best LR is the largest or smallest tried: the grid may end too soon."""
-    out = []
-    for _, row in study.best[study.best["at_grid_edge"]].iterrows():
-        batch = int(row["global_batch"])
-        tried = study.settings[study.settings["global_batch"] == batch]["peak_lr"]
-        side = "largest" if row["peak_lr"] >= tried.max() else "smallest"
-        out.append(
-            f"At global batch {batch} the fewest steps come from the {side} LR tried (peak LR "
-            f"{row['peak_lr']:.3g}, `{row['setting']}`): the best-tuned steps there may be fewer "
-            "still."
-        )
-    return out
-
-
 def knee_text(knee: cb.Knee) -> str:
     """Where the LR oracle's curve leaves perfect scaling, or why that is not known."""
     factor = f"{cb.KNEE_FACTOR:g}×"
@@ -349,31 +410,10 @@ def knee_text(knee: cb.Knee) -> str:
             "budget cannot measure the knee"
         )
     return (
-        f"{head}the largest batch measured ({knee.within}), with room in the budget to leave it: "
+        f"{head.removesuffix('batch ')}the largest batch measured ({knee.within}), with room in "
+        "the budget to leave it: "
         f"the knee lies above {knee.within}"
     )
-
-
-def ratio_text(prediction: cb.Prediction, knee: cb.Knee, verdict: bool = True) -> str:
-    """predicted / found as a number (or range), with McCandlish et al.'s yardstick."""
-    ratio = cb.predicted_over_found(prediction, knee)
-    if ratio is None:
-        return ""
-    low, high = ratio
-    if low == high:
-        if not verdict:
-            return f"predicted / found = {low:.2g}"
-        close = 0.1 <= low <= 10
-        judged = (
-            "within an order of magnitude, as McCandlish et al. report"
-            if close
-            else "more than an order of magnitude apart; McCandlish et al. report agreement "
-            "within one"
-        )
-        return f"predicted / found = {low:.2g} ({judged})"
-    if low == 0:
-        return f"predicted / found < {high:.2g}"
-    return f"predicted / found between {low:.2g} and {high:.2g}"
 
 
 def predicted_text(prediction: cb.Prediction, trained: str) -> str:
@@ -394,27 +434,19 @@ def predicted_text(prediction: cb.Prediction, trained: str) -> str:
 
 
 def critical_batch_findings(study: studies.TargetStudy) -> list[str]:
-    """The knee, the predicted critical batch, predicted / found, and what was left out."""
+    """B_crit fitted beside the noise scale near the target; the knee beside what the noise
+    scale predicts for it; the pooled noise scale (secondary); what was left out."""
+    out = [*fit_findings(study)]
     knee, prediction = study.knee, study.prediction
     trained = f"reached {pct(study.target, 0)}"
-    out = []
-    if knee is None:
-        if prediction is not None:
-            out.append(
-                capital(predicted_text(prediction, trained))
-                + "; no batch above the smallest that reached the target was run, so there is "
-                "no knee to compare it with."
-            )
-    elif prediction is None:
+    if knee is not None:
+        out.append(capital(knee_text(knee)) + knee_prediction_text(study) + ".")
+    if prediction is not None:
         out.append(
-            capital(knee_text(knee)) + "; no gradient noise scale was recorded in these runs, "
-            "so there is no predicted critical batch to compare it with."
-        )
-    else:
-        ratio = ratio_text(prediction, knee)
-        out.append(
-            f"{capital(knee_text(knee))}; {predicted_text(prediction, trained)}"
-            + (f": {ratio}." if ratio else ".")
+            capital(predicted_text(prediction, trained))
+            + "; pooled from step 0, every window weighs by its |G|², the largest early in "
+            "training, so this value leans to the start of training: it is secondary to the "
+            "value near the target."
         )
     if study.trained.left_out and prediction is not None:
         n = study.trained.left_out
@@ -423,6 +455,110 @@ def critical_batch_findings(study: studies.TargetStudy) -> list[str]:
             f"{'are' if n > 1 else 'is'} left out of the noise-scale prediction."
         )
     return out
+
+
+def fit_text(fit: cb.CriticalFit) -> str:
+    """S_min, E_min and B_crit with their intervals."""
+    return (
+        f"S_min = {fit.s_min:,.0f} steps ({interval_text(fit.s_min_ci)}), E_min = "
+        f"{fit.e_min:,.0f} samples ({interval_text(fit.e_min_ci)}), B_crit = E_min / S_min ≈ "
+        f"{approx(fit.b_crit)} ({interval_text(fit.b_crit_ci)})"
+    )
+
+
+def interval_text(ci: tuple[float, float]) -> str:
+    low, high = ci
+    if not (math.isfinite(low) or math.isinf(low)) or math.isnan(high):
+        return "no interval"
+    top = approx(high) if math.isfinite(high) else "∞"
+    return f"95 % interval {approx(low)}–{top}"
+
+
+def fit_findings(study: studies.TargetStudy) -> list[str]:
+    """The fitted trade-off S(B) = S_min + E_min / B, and the noise scale near the target."""
+    fit, near = study.fit, study.near
+    out = []
+    if fit is None:
+        out.append(
+            "No critical batch is fitted: S(B) = S_min + E_min / B needs the LR oracle's "
+            "steps at 3 or more batches that reached the target and are not known to be "
+            "untuned."
+        )
+    else:
+        left = [
+            f"{', '.join(map(str, batches))} ({why})"
+            for batches, why in (
+                (fit.censored, "no LR reached the target in half its seeds"),
+                (fit.untuned, "not tuned: steps fell faster than perfect scaling from it"),
+            )
+            if batches
+        ]
+        out.append(
+            "Critical batch fitted as McCandlish et al. (2018) define it: S(B) = S_min + "
+            f"E_min / B fitted to the LR oracle's seed-median steps at batches "
+            f"{', '.join(map(str, fit.batches))} (least squares in relative error"
+            + (f"; left out: {'; '.join(left)}" if left else "")
+            + f"): {fit_text(fit)}; the intervals resample the seeds of every LR at every "
+            f"batch and take the oracle again ({fit.resamples} resamples)."
+        )
+    if near is None:
+        out.append(
+            "No gradient noise scale near the target: the LR oracle's runs recorded no window "
+            "of B_simple before they reached it."
+        )
+        return out
+    sentence = (
+        f"B_simple near the target (the windows of the last {NEAR_PERCENT} of the steps before "
+        f"each of the LR oracle's runs reached {pct(study.target, 0)}, pooled per run; median "
+        f"over {studies.plural(near.runs, 'run')}): ≈ {approx(near.batch)} "
+        f"({interval_text((near.low, near.high))} of the median)"
+    )
+    if near.without:
+        sentence += f"; {studies.plural(near.without, 'run')} without a window before it left out"
+    if fit is not None and math.isfinite(fit.b_crit):
+        sentence += (
+            f". Predicted / fitted B_crit = {near.batch / fit.b_crit:.2g} "
+            f"(predicted {approx(near.batch)}, {interval_text((near.low, near.high))}; fitted "
+            f"{approx(fit.b_crit)}, {interval_text(fit.b_crit_ci)}): "
+            + (
+                "within an order of magnitude, as McCandlish et al. report"
+                if 0.1 <= near.batch / fit.b_crit <= 10
+                else "more than an order of magnitude apart"
+            )
+        )
+    return out + [sentence + "."]
+
+
+NEAR_PERCENT = f"{100 * cb.NEAR_TARGET:g} %"
+
+
+def knee_prediction_text(study: studies.TargetStudy) -> str:
+    """The knee beside what the noise scale predicts for a 2×-perfect-scaling knee."""
+    knee, near = study.knee, study.near
+    if knee is None or near is None:
+        return ""
+    expected = cb.predicted_knee(near.batch, knee.base_batch)
+    ratio = cb.predicted_over_found(expected, knee)
+    if ratio is None:
+        return ""
+    low, high = ratio
+    found = (
+        f"= {low:.2g}"
+        if low == high
+        else f"< {high:.2g}"
+        if low == 0
+        else f"between {low:.2g} and {high:.2g}"
+    )
+    return (
+        f"; for that definition the noise scale near the target predicts B_noise + "
+        f"{cb.KNEE_FACTOR:g}·B0 = {approx(expected)} (B0 = {knee.base_batch}): predicted / "
+        f"found {found}"
+        + (
+            f" (B0 = {knee.base_batch} is not tuned: the knee is unreliable)"
+            if knee.base_batch in set(study.faster["global_batch"])
+            else ""
+        )
+    )
 
 
 def capital(text: str) -> str:

@@ -251,8 +251,30 @@ def oracle_efficiency(study: studies.TargetStudy) -> str | None:
 
 
 def knee_and_prediction(study: studies.TargetStudy) -> str | None:
-    """Where steps to target leave perfect scaling, beside the predicted critical batch."""
-    knee, prediction = study.knee, study.prediction
+    """The fitted critical batch beside the noise scale near the target (or, without a fit,
+    where steps to target leave perfect scaling)."""
+    fit, near = study.fit, study.near
+    untuned = sorted(int(b) for b in study.faster["global_batch"])
+    left_out = (
+        f"batch {', '.join(map(str, untuned))} left out: steps fell faster than perfect "
+        "scaling from it, so it is not tuned"
+        if untuned
+        else ""
+    )
+    if fit is not None:
+        sentence = (
+            f"Critical batch fitted to the best LR's steps to {pct(study.target, 0)}: B_crit = "
+            f"E_min / S_min ≈ {approx(fit.b_crit)} ({findings.interval_text(fit.b_crit_ci)}"
+            + (f"; {left_out})" if left_out else ")")
+        )
+        if near is not None and math.isfinite(fit.b_crit):
+            sentence += (
+                f"; the gradient noise scale near the target predicts ≈ {approx(near.batch)} "
+                f"({findings.interval_text((near.low, near.high))}): predicted / fitted = "
+                f"{near.batch / fit.b_crit:.2g}"
+            )
+        return sentence + "."
+    knee = study.knee
     if knee is None:
         return None
     band = f"{cb.KNEE_FACTOR:g}× perfect scaling"
@@ -264,14 +286,8 @@ def knee_and_prediction(study: studies.TargetStudy) -> str | None:
         found = f"stay within {band} up to global batch {knee.within}, the largest measured"
     else:
         found = f"stay within {band} up to global batch {knee.within}; the budget cannot tell more"
-    sentence = f"Steps to {pct(study.target, 0)} (best LR per batch) {found}"
-    if prediction is None:
-        return sentence + "."
-    ratio = findings.ratio_text(prediction, knee, verdict=False)
-    return (
-        f"{sentence}; the gradient noise scale predicts a critical batch of "
-        f"≈ {approx(prediction.batch)}" + (f": {ratio}" if ratio else "") + "."
-    )
+    caveat = f" ({left_out})" if left_out else ""
+    return f"Steps to {pct(study.target, 0)} (best LR per batch) {found}{caveat}."
 
 
 def time_to_target(study: studies.TargetStudy) -> str | None:

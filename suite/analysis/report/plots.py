@@ -8,6 +8,7 @@ one colour per LR rule that is the same in every plot.
 from __future__ import annotations
 
 import functools
+import io
 import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -26,6 +27,8 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from suite.analysis.report import critical_batch as cb  # noqa: E402
 from suite.analysis.report import data  # noqa: E402
+from suite.optim.lr_rules import RULES  # noqa: E402
+from suite.results import owned  # noqa: E402
 
 DPI = 110
 STYLE = {
@@ -41,13 +44,7 @@ STYLE = {
     "lines.linewidth": 1.8,
     "lines.markersize": 6,
 }
-RULE_COLORS = {
-    "naive": "#d62728",
-    "linear": "#ff7f0e",
-    "linear_warmup": "#2ca02c",
-    "sqrt": "#1f77b4",
-    "lars": "#9467bd",
-}
+RULE_COLORS = {name: rule.color for name, rule in RULES.items() if rule.color}
 SERIES_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
 MARKERS = ["o", "s", "^", "D", "v", "P"]
 LINESTYLES = ["-", "--", ":", "-."]
@@ -78,14 +75,14 @@ def save(fig: Figure, path: Path) -> None:
     """The PNG at ``path`` and an SVG beside it (same stem), byte for byte the same from the
     same results: no creation date, and SVG ids from a fixed salt (a committed report changes
     only where its numbers do)."""
-    fig.savefig(path, dpi=DPI, bbox_inches="tight", facecolor="white")
+    png, svg = io.BytesIO(), io.BytesIO()  # rendered first: a full disk never gets half
+    fig.savefig(png, format="png", dpi=DPI, bbox_inches="tight", facecolor="white")
     with matplotlib.rc_context({"svg.hashsalt": "dpsuite"}):
         fig.savefig(
-            path.with_suffix(".svg"),
-            bbox_inches="tight",
-            facecolor="white",
-            metadata={"Date": None},
+            svg, format="svg", bbox_inches="tight", facecolor="white", metadata={"Date": None}
         )
+    owned.write(path, png.getvalue())
+    owned.write(path.with_suffix(".svg"), svg.getvalue())
 
 
 def rule_color(rule: str) -> str:
@@ -338,7 +335,16 @@ def step_time_breakdown(scaling: pd.DataFrame) -> Figure | None:
         hatch = ["//" if o else "" for o in grp["oversubscribed"]]
         any_over |= bool(grp["oversubscribed"].any())
         bars = {"edgecolor": "white", "lw": 0, "hatch": hatch}
-        ax.bar(x, compute, color="#1f77b4", label="compute (no gradient sync)", **bars)
+        wait = 1e3 * grp.get("straggler_wait_s", pd.Series(np.nan, grp.index)).to_numpy(float)
+        if np.isfinite(wait).any():  # the slowest rank's wait, measured apart from compute
+            wait = np.nan_to_num(wait)
+            ax.bar(x, compute - wait, color="#1f77b4", label="compute (typical rank)", **bars)
+            ax.bar(
+                x, wait, bottom=compute - wait, color="#ff7f0e", label="waiting for slowest rank",
+                **bars,
+            )  # fmt: skip
+        else:
+            ax.bar(x, compute, color="#1f77b4", label="compute (no gradient sync)", **bars)
         ax.bar(x, exposed, bottom=compute, color="#d62728", label="exposed communication", **bars)
         ax.bar(x, rest, bottom=compute + exposed, color="#bbbbbb", label="rest of step", **bars)
         comm_ms = 1e3 * grp["comm_time_s"].fillna(0).to_numpy()
@@ -716,8 +722,8 @@ def draw_never(ax: Axes, never: list[tuple[float, str]], y: float) -> None:
             ax.plot([batch * 2 ** (0.08 * shift)], [y], color=color, **NEVER_MARKER)
 
 
-def target_label(target: float) -> str:
-    return f"steps to reach {100 * target:g} % test accuracy (log scale)"
+def target_label(target: float, split: str = "test") -> str:
+    return f"steps to reach {100 * target:g} % {split} accuracy (log scale)"
 
 
 def steps_axes(ax: Axes, batches: Iterable[float], finite: pd.Series) -> float:
@@ -743,12 +749,22 @@ def perfect_line(ax: Axes, knee: cb.Knee, xs: np.ndarray, twice: bool = False) -
         )
 
 
+FIT_COLOR = "#9467bd"
+
+
 @styled
 def steps_to_target(
-    rules: pd.DataFrame, best: pd.DataFrame, knee: cb.Knee | None, target: float, title: str
+    rules: pd.DataFrame,
+    best: pd.DataFrame,
+    knee: cb.Knee | None,
+    target: float,
+    title: str,
+    fit: cb.CriticalFit | None = None,
+    split: str = "test",
 ) -> Figure | None:
     """Seed-median steps to target against global batch (log-log) per rule and for the LR
-    oracle, with perfect scaling; a median that is never (∞) is a triangle at the top."""
+    oracle, with perfect scaling and the fitted S(B) = S_min + E_min / B; a median that is
+    never (∞) is a triangle at the top."""
     finite = best[np.isfinite(best["steps"])]
     if finite.empty or best["global_batch"].nunique() < 2:
         return None
@@ -770,12 +786,22 @@ def steps_to_target(
     draw_never(ax, never, top)
     if knee is not None:
         perfect_line(ax, knee, np.array(sorted(best["global_batch"]), dtype=float))
+    if fit is not None:
+        xs = np.geomspace(float(best["global_batch"].min()), float(best["global_batch"].max()))
+        ax.plot(
+            xs,
+            [fit.steps(x) for x in xs],
+            ":",
+            color=FIT_COLOR,
+            lw=1.8,
+            label=f"fit S_min + E_min/B (B_crit ≈ {approx(fit.b_crit)})",
+        )
     handles, labels = ax.get_legend_handles_labels()
     if len(never):
         handles.append(Line2D([], [], color="gray", **NEVER_MARKER))
         labels.append("median never reaches it (half the seeds or more missed)")
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-    ax.set_ylabel(target_label(target))
+    ax.set_ylabel(target_label(target, split))
     ax.set_title(title)
     return fig
 
@@ -813,20 +839,25 @@ def rule_efficiency(efficiency: pd.DataFrame, title: str) -> Figure | None:
 def critical_batch(
     best: pd.DataFrame,
     knee: cb.Knee | None,
-    prediction: cb.Prediction | None,
+    fit: cb.CriticalFit | None,
+    near: cb.NearTarget | None,
     target: float,
     title: str,
+    split: str = "test",
 ) -> Figure | None:
-    """The LR oracle's steps per batch against perfect scaling and 2x it, the knee, and the
-    critical batch predicted from the noise scale (line, with its range as a band)."""
+    """The LR oracle's steps per batch with the fitted S(B) = S_min + E_min / B and perfect
+    scaling; B_crit fitted and B_simple near the target as lines with their intervals as
+    bands; the 2x knee beside B_noise + 2 B0, what the noise scale predicts for it."""
     reached = best[np.isfinite(best["steps"])]
-    if knee is None or prediction is None or reached.empty:
+    if knee is None or (fit is None and near is None) or reached.empty:
         return None
     fig = Figure(figsize=(7.5, 4.8))
     ax = fig.add_subplot()
     batches = np.array(sorted(best["global_batch"].unique()), dtype=float)
-    lo_x = min(batches[0], prediction.low or prediction.batch, prediction.batch) / 1.3
-    hi_x = max(batches[-1], prediction.high or prediction.batch, prediction.batch) * 1.3
+    marks = [v for v in (fit.b_crit if fit else None, near.batch if near else None) if v]
+    marks = [v for v in marks if math.isfinite(v)]
+    lo_x = min(batches[0], *marks) / 1.3
+    hi_x = max(batches[-1], *marks) * 1.3
     # measured batches, plus powers of two where the axis reaches past them for the prediction
     outside = [2.0**e for e in range(math.ceil(math.log2(lo_x)), math.floor(math.log2(hi_x)) + 1)]
     outside = [b for b in outside if b < batches[0] / 1.5 or b > batches[-1] * 1.5]
@@ -844,28 +875,36 @@ def critical_batch(
             label="no LR tried reached the target",
             **NEVER_MARKER,
         )
-    perfect_line(ax, knee, np.geomspace(lo_x, hi_x, 50), twice=True)
-    if prediction.low is not None and prediction.high is not None:
-        ax.axvspan(
-            prediction.low,
-            prediction.high,
-            color="#9467bd",
-            alpha=0.15,
-            lw=0,
-            label=f"B_simple over training ({cb.BAND[0]}th–{cb.BAND[1]}th percentile)",
+    xs = np.geomspace(lo_x, hi_x, 50)
+    perfect_line(ax, knee, xs, twice=True)
+    if fit is not None:
+        ax.plot(xs, [fit.steps(x) for x in xs], ":", color=FIT_COLOR, lw=1.8, label="fit")
+        critical_line(ax, fit.b_crit, fit.b_crit_ci, FIT_COLOR, "B_crit = E_min/S_min")
+    if near is not None:
+        critical_line(ax, near.batch, (near.low, near.high), "#2ca02c", "B_simple near target")
+        ax.axvline(
+            cb.predicted_knee(near.batch, knee.base_batch),
+            color="#2ca02c",
+            lw=1,
+            ls="-.",
+            label=f"B_simple + {cb.KNEE_FACTOR:g}·B0 (the knee it predicts)",
         )
-    ax.axvline(
-        prediction.batch,
-        color="#9467bd",
-        lw=1.6,
-        label=f"predicted critical batch ≈ {approx(prediction.batch)}",
-    )
     draw_knee(ax, knee)
     ax.set_xlim(lo_x, hi_x)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-    ax.set_ylabel(target_label(target))
+    ax.set_ylabel(target_label(target, split))
     ax.set_title(title)
     return fig
+
+
+def critical_line(ax: Axes, value: float, ci: tuple[float, float], color: str, label: str) -> None:
+    """A batch as a vertical line, its interval as a band (where finite)."""
+    if not math.isfinite(value):
+        return
+    low, high = ci
+    if math.isfinite(low) and math.isfinite(high):
+        ax.axvspan(low, high, color=color, alpha=0.13, lw=0)
+    ax.axvline(value, color=color, lw=1.6, label=f"{label} ≈ {approx(value)} (95 % band)")
 
 
 def draw_knee(ax: Axes, knee: cb.Knee) -> None:
@@ -905,8 +944,19 @@ def draw_knee(ax: Axes, knee: cb.Knee) -> None:
     )
 
 
+# How a time-to-target point's step time is drawn, by where it comes from.
+TIME_SOURCES = [("measured", "o", {}), ("oversubscribed", "s", HOLLOW), ("model", "o", HOLLOW)]
+TIME_SOURCE_LABELS = {
+    "measured": "measured step time",
+    "oversubscribed": "measured, oversubscribed (contention)",
+    "model": "step time from the scaling model",
+}
+
+
 @styled
-def time_to_target(fastest: pd.DataFrame, target: float, title: str) -> Figure | None:
+def time_to_target(
+    fastest: pd.DataFrame, target: float, title: str, split: str = "test"
+) -> Figure | None:
     """Time to target against workers, per rule and for the LR oracle, each at the per-worker
     batch that is fastest there; filled: measured step time, hollow: the scaling model's."""
     if fastest.empty or fastest["workers"].nunique() < 2:
@@ -920,10 +970,14 @@ def time_to_target(fastest: pd.DataFrame, target: float, title: str) -> Figure |
         color = ORACLE_COLOR if oracle else rule_color(curve)
         line = ORACLE_LINE if oracle else {"lw": 1.4}
         label = "LR oracle (best LR per batch)" if oracle else curve
-        ax.plot(rows["workers"], rows["time_s"], color=color, label=label, **line)
-        known = rows["measured"].to_numpy(bool)
-        ax.plot(rows["workers"][known], rows["time_s"][known], "o", color=color)
-        ax.plot(rows["workers"][~known], rows["time_s"][~known], "o", color=color, **HOLLOW)
+        # solid only through step times measured without contention; dashed through the rest
+        ax.plot(rows["workers"], rows["time_s"], color=color, lw=1, ls="--", alpha=0.6)
+        fair = rows[rows["source"] == "measured"]
+        ax.plot(fair["workers"], fair["time_s"], color=color, label=label, **line)
+        source = rows["source"]
+        for kind, marker, style in TIME_SOURCES:
+            at = (source == kind).to_numpy(bool)
+            ax.plot(rows["workers"][at], rows["time_s"][at], marker, color=color, **style)
         for _, row in rows.iterrows() if oracle else ():
             ax.annotate(
                 f"×{int(row['per_worker_batch'])}",
@@ -935,13 +989,13 @@ def time_to_target(fastest: pd.DataFrame, target: float, title: str) -> Figure |
     log2_axis(ax, fastest["workers"])
     plain_log_axis(ax, "y")
     handles, labels = ax.get_legend_handles_labels()
-    handles += [
-        Line2D([], [], color="gray", marker="o", ls=""),
-        Line2D([], [], color="gray", marker="o", ls="", **HOLLOW),
-    ]
-    labels += ["measured step time", "step time from the scaling model"]
+    kinds = set(fastest["source"])
+    for kind, marker, style in TIME_SOURCES:
+        if kind in kinds:
+            handles.append(Line2D([], [], color="gray", marker=marker, ls="", **style))
+            labels.append(TIME_SOURCE_LABELS[kind])
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     ax.set_xlabel("workers (×b: the per-worker batch of the oracle's point)")
-    ax.set_ylabel(f"time to {100 * target:g} % test accuracy (s, log scale)")
+    ax.set_ylabel(f"time to {100 * target:g} % {split} accuracy (s, log scale)")
     ax.set_title(title)
     return fig

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite.results import owned
+
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 1100px;
        margin: 2em auto; padding: 0 1em; color: #222; line-height: 1.45; }
@@ -204,5 +206,5 @@ def render_markdown(report: Report) -> str:
 
 
 def write(report: Report, out: Path) -> None:
-    (out / "index.html").write_text(render_html(report))
-    (out / "index.md").write_text(render_markdown(report))
+    owned.write(out / "index.html", render_html(report))
+    owned.write(out / "index.md", render_markdown(report))

@@ -18,7 +18,6 @@ from suite.analysis.report import data
 from suite.analysis.report.plots import log2_axis, plain_log_axis, series_color, styled
 
 REFERENCE = "allreduce"
-ORDER = ("allreduce", "param_server", "local_sgd", "fp16", "bf16", "powersgd")
 SYNC_KEY = [
     "machine",
     "workload",
@@ -69,14 +68,25 @@ def sync_table(runs: pd.DataFrame) -> pd.DataFrame:
     grouped = ok.groupby(keys, dropna=False)
     table = grouped[MEASURES].median().join(grouped.size().rename("runs")).reset_index()
     table["group"] = data.series_labels(table, SYNC_KEY, always=["workload"])
+    recorded = (
+        ok.groupby("sync")["sync_order"].first() if "sync_order" in ok else pd.Series(dtype=float)
+    )
     table["order"] = [
-        strategy_rank(s, label) for s, label in zip(table["sync"], table["sync_label"], strict=True)
+        (strategy_order(s, recorded.get(s)), label)
+        for s, label in zip(table["sync"], table["sync_label"], strict=True)
     ]
     return table.sort_values(["group", "order", "workers"]).reset_index(drop=True)
 
 
-def strategy_rank(sync: str, label: str) -> tuple[int, str]:
-    return (ORDER.index(sync) if sync in ORDER else len(ORDER), label)
+def strategy_order(sync: str, recorded: float | None = None) -> int:
+    """A strategy's place in tables and legends: as its runs recorded it (`sync_order`), or
+    for results written before they did, the registry's (unknown ones last)."""
+    if recorded is not None and not math.isnan(recorded):
+        return int(recorded)
+    from suite.sync import STRATEGIES  # only for older results: it imports torch
+
+    names = list(STRATEGIES)
+    return names.index(sync) if sync in names else len(names)
 
 
 def labels_in_order(table: pd.DataFrame) -> list[str]:

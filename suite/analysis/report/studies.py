@@ -3,9 +3,10 @@ sections and its headline.
 
 * An accuracy study (a fixed budget): final accuracy against global batch, under each rule.
 * A steps-to-target study (runs stop at the target): censored steps per LR setting, the LR
-  oracle and each rule's efficiency against it, the knee of the oracle's curve, the critical
-  batch predicted from the noise scale of the runs that trained, and time to target against
-  worker count where this machine's scaling runs give step times. A fixed-budget group that
+  oracle and each rule's efficiency against it, the oracle's own checks (batches not known to
+  be tuned, steps falling faster than perfect scaling), B_crit fitted to the oracle's curve
+  beside the noise scale near the target, the knee of the oracle's curve, and time to target
+  against worker count where this machine's scaling runs give step times. A fixed-budget group that
   recorded steps to a target is studied this way too when the results hold no group that
   stops at it (as results written before runs could stop).
 """
@@ -51,11 +52,40 @@ class TargetStudy:
     rules: pd.DataFrame  # target_study.rule_table
     best: pd.DataFrame  # target_study.oracle
     efficiency: pd.DataFrame  # target_study.efficiency
+    untuned: pd.DataFrame  # target_study.untuned: too few LRs, or the best at the grid's edge
+    faster: pd.DataFrame  # target_study.faster_than_perfect: the smaller batch is not tuned
+    fit: cb.CriticalFit | None  # S(B) = S_min + E_min / B on the oracle's curve
+    near: cb.NearTarget | None  # B_simple near the target, from the oracle's runs
     knee: cb.Knee | None
     trained: cb.Trained
-    prediction: cb.Prediction | None
+    prediction: cb.Prediction | None  # pooled from the start of training (secondary)
     times: pd.DataFrame  # time_to_target.time_table (empty without scaling runs)
     model: scaling.ScalingModel | None  # the scaling model the times beyond measurements use
+
+    @property
+    def on_validation(self) -> bool:
+        """Whether steps to target were counted on a validation split (else on test)."""
+        split = self.group.get("eval_split", pd.Series(dtype=object))
+        return bool(len(split)) and bool((split == "validation").all())
+
+    @property
+    def split(self) -> str:
+        return "validation" if self.on_validation else "test"
+
+    def warnings(self) -> list[str]:
+        """What the report must not keep silent: the batches the oracle cannot vouch for."""
+        out = []
+        for _, row in self.untuned.iterrows():
+            why = (
+                f"only {plural(int(row['lrs']), 'LR')} tried"
+                if row["too_few_lrs"]
+                else f"its best LR ({row['peak_lr']:.3g}) is at the edge of the LRs tried"
+            )
+            out.append(
+                f"steps to target ({self.label}): global batch {int(row['global_batch'])} is "
+                f"not known to be tuned: {why}"
+            )
+        return out
 
     @property
     def epochs(self) -> float | None:
@@ -70,6 +100,8 @@ def analyse(
     rules = ts.rule_table(settings)
     best = ts.oracle(settings)
     trained = cb.trained_runs(group, tree.epochs)
+    seeds = ts.seed_steps(group)
+    faster = ts.faster_than_perfect(best, seeds)
     machine, workload = group["machine"].iloc[0], group["workload"].iloc[0]
     model = ttt.model_for(fits, machine, workload)
     step_times = ttt.step_time_table(
@@ -89,12 +121,20 @@ def analyse(
         rules=rules,
         best=best,
         efficiency=ts.efficiency(rules, best),
+        untuned=ts.untuned(best),
+        faster=faster,
+        fit=cb.fit_critical_batch(best, seeds, exclude=set(faster["global_batch"])),
+        near=cb.predict_near_target(ts.oracle_runs(group, best), tree.epochs),
         knee=cb.find_knee(best),
         trained=trained,
         prediction=cb.predict(trained.runs),
         times=ttt.time_table(curves, step_times),
         model=model,
     )
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def scaling_fits(tree: data.ResultsTree) -> list[scaling.Fit]:

@@ -10,6 +10,11 @@
 * The LR oracle: per batch, the lowest of those medians over every LR tried there (the
   best-tuned curve of Shallue et al.); a rule's efficiency at a batch is oracle steps / its
   steps (0 where it never reaches the target).
+* The oracle checks itself: a batch with fewer than ``MIN_LRS`` distinct peak LRs, or whose
+  best LR is the largest or smallest tried, is not known to be tuned; and where the oracle's
+  steps fall below half between a batch and its double beyond the seeds' spread (the largest
+  seed at 2B below half the smallest at B), the smaller batch cannot have been tuned: with a
+  tuned baseline steps never fall faster than perfect scaling (Shallue et al. 2018).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from suite.analysis.report import data
 GRID_RULE = "power"  # the rule whose exponent is swept to search for the best LR
 BASE_SETTING = "every rule (base LR)"  # the runs at the base batch, where the rules agree
 NEVER = math.inf  # steps of a run that did not reach the target
+MIN_LRS = 3  # distinct peak LRs a batch needs before its best one can be interior
+PEAK_LR_KEY = "config.lr_rule.peak_lr"  # the grid rule's absolute peak LR, when set
 SETTINGS_COLUMNS = [
     "setting",
     "lr_rule",
@@ -42,9 +49,14 @@ def has_target(group: pd.DataFrame) -> bool:
     return group["target_acc"].nunique() == 1 and group["steps_to_target"].notna().any()
 
 
-def setting_label(rule: str, exponent: float) -> str:
-    """The name of an LR setting: the rule, or for the grid rule its exponent too."""
-    return f"{rule} {exponent:g}" if rule == GRID_RULE and pd.notna(exponent) else rule
+def setting_label(rule: str, exponent: float, peak: float = math.nan) -> str:
+    """The name of an LR setting: the rule, or for the grid rule its absolute peak LR (``LR
+    0.4``) or its exponent (``power 0.6``)."""
+    if rule != GRID_RULE:
+        return rule
+    if pd.notna(peak):
+        return f"LR {peak:g}"
+    return f"{rule} {exponent:g}" if pd.notna(exponent) else rule
 
 
 def base_batch(group: pd.DataFrame) -> int | None:
@@ -59,14 +71,21 @@ def finished_runs(group: pd.DataFrame) -> pd.DataFrame:
     """Complete and diverged runs with their setting and ``steps`` (``NEVER`` if not reached);
     at the base batch the rules' runs form the one base setting, each trajectory once."""
     runs = group[group["status"].isin(["complete", "diverged"])].copy()
+    peaks = runs[PEAK_LR_KEY] if PEAK_LR_KEY in runs else pd.Series(math.nan, index=runs.index)
     runs["setting"] = [
-        setting_label(r, e) for r, e in zip(runs["lr_rule"], runs["lr_exponent"], strict=True)
+        setting_label(r, e, p)
+        for r, e, p in zip(runs["lr_rule"], runs["lr_exponent"], peaks, strict=True)
     ]
     runs["steps"] = runs["steps_to_target"].astype(float).fillna(NEVER)
     base = base_batch(group)
     if base is None:
         return runs
-    shared = (runs["global_batch"] == base) & ~runs["lr_rule"].isin(data.OWN_RECIPE_RULES)
+    # the base recipe: at the base batch, at the base LR, whatever the rule is called
+    shared = (
+        (runs["global_batch"] == base)
+        & ~runs["lr_rule"].isin(data.OWN_RECIPE_RULES)
+        & np.isclose(runs["peak_lr"].astype(float), runs["base_lr"].astype(float))
+    )
     merged = data.distinct_runs(runs[shared]).assign(setting=BASE_SETTING)
     return pd.concat([runs[~shared], merged], ignore_index=True)
 
@@ -109,11 +128,14 @@ def rule_table(settings: pd.DataFrame) -> pd.DataFrame:
 def oracle(settings: pd.DataFrame) -> pd.DataFrame:
     """Per global batch, the setting with the fewest steps: ``steps`` (inf where no LR reached
     the target), ``setting``, ``peak_lr``, ``tried`` (LR settings run there) and
-    ``budget_steps``. Own-recipe rules (lars) take part: they are LRs tried, too."""
+    ``budget_steps``, ``lrs`` (distinct peak LRs tried), ``too_few_lrs`` (fewer than
+    ``MIN_LRS``) and ``at_grid_edge`` (the best is the largest or smallest of them). Own-recipe
+    rules (lars) take part: they are LRs tried, too."""
     rows = []
     for batch, grp in settings.groupby("global_batch", sort=True):
         best = grp.loc[grp["steps"].idxmin()]
         reached = math.isfinite(best["steps"])
+        lrs = distinct_lrs(grp["peak_lr"])
         rows.append(
             {
                 "global_batch": int(batch),
@@ -123,20 +145,76 @@ def oracle(settings: pd.DataFrame) -> pd.DataFrame:
                 "seeds": int(best["seeds"]),
                 "reached": int(best["reached"]),
                 "tried": len(grp),
+                "lrs": len(lrs),
                 "budget_steps": grp["budget_steps"].median(),
-                "at_grid_edge": reached and at_grid_edge(grp, best),
+                "too_few_lrs": len(lrs) < MIN_LRS,
+                "at_grid_edge": reached and at_grid_edge(lrs, best["peak_lr"]),
             }
         )
     return pd.DataFrame(rows)
 
 
-def at_grid_edge(tried: pd.DataFrame, best: pd.Series) -> bool:
-    """Whether the best LR at a batch is the largest or smallest of three or more tried there:
-    the best-tuned steps may then lie beyond the grid."""
-    lrs = tried["peak_lr"].dropna()
-    if lrs.nunique() < 3 or pd.isna(best["peak_lr"]):
+def distinct_lrs(peaks: pd.Series) -> list[float]:
+    """The distinct peak LRs, sorted (two settings at one LR, e.g. with and without warmup, are
+    one LR)."""
+    return sorted({float(f"{p:.6g}") for p in peaks.dropna()})
+
+
+def at_grid_edge(lrs: list[float], best: float) -> bool:
+    """Whether ``best`` is the largest or smallest of ``lrs`` (two or more): the best-tuned
+    steps may then lie beyond the grid."""
+    if len(lrs) < 2 or pd.isna(best):
         return False
-    return bool(best["peak_lr"] in (lrs.max(), lrs.min()))
+    return bool(float(f"{best:.6g}") in (lrs[0], lrs[-1]))
+
+
+def untuned(best: pd.DataFrame) -> pd.DataFrame:
+    """The oracle's batches that are not known to be tuned: fewer than ``MIN_LRS`` LRs, or the
+    best at the grid's edge (global_batch, lrs, too_few_lrs, at_grid_edge, peak_lr, setting)."""
+    flagged = best[best["too_few_lrs"] | best["at_grid_edge"]]
+    return flagged[
+        ["global_batch", "lrs", "too_few_lrs", "at_grid_edge", "peak_lr", "setting"]
+    ].reset_index(drop=True)
+
+
+def seed_steps(group: pd.DataFrame) -> dict[tuple[str, int], np.ndarray]:
+    """Per (setting, global batch): every seed's steps (``NEVER`` where it missed)."""
+    runs = finished_runs(group)
+    return {
+        (setting, int(batch)): grp["steps"].to_numpy(float)
+        for (setting, batch), grp in runs.groupby(["setting", "global_batch"], sort=True)
+    }
+
+
+def faster_than_perfect(
+    best: pd.DataFrame, seeds: dict[tuple[str, int], np.ndarray]
+) -> pd.DataFrame:
+    """Pairs (B, 2B) of the oracle where steps fall below half beyond the seeds' spread: every
+    seed of the best LR at 2B below half of every seed of the best LR at B. Columns:
+    global_batch, double, steps, double_steps, ratio (double_steps / steps)."""
+    by_batch = best.set_index("global_batch")
+    rows = []
+    for batch, row in by_batch.iterrows():
+        double = 2 * int(batch)
+        if double not in by_batch.index or not math.isfinite(row["steps"]):
+            continue
+        other = by_batch.loc[double]
+        if not math.isfinite(other["steps"]):
+            continue
+        small = seeds.get((row["setting"], int(batch)), np.array([row["steps"]]))
+        large = seeds.get((other["setting"], double), np.array([other["steps"]]))
+        if np.max(large) < 0.5 * np.min(small):
+            rows.append(
+                {
+                    "global_batch": int(batch),
+                    "double": double,
+                    "steps": float(row["steps"]),
+                    "double_steps": float(other["steps"]),
+                    "ratio": float(other["steps"] / row["steps"]),
+                }
+            )
+    columns = ["global_batch", "double", "steps", "double_steps", "ratio"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def efficiency(rules: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
@@ -150,3 +228,12 @@ def efficiency(rules: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
     return joined.assign(efficiency=joined["oracle_steps"] / joined["steps"])[
         ["lr_rule", "global_batch", "steps", "oracle_steps", "efficiency", "seeds", "reached"]
     ].reset_index(drop=True)
+
+
+def oracle_runs(group: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
+    """The runs of the best LR setting at each batch that reached the target (run_id,
+    global_batch, steps, ...)."""
+    runs = finished_runs(group)
+    chosen = best[np.isfinite(best["steps"])][["global_batch", "setting"]]
+    picked = runs.merge(chosen, on=["global_batch", "setting"])
+    return picked[np.isfinite(picked["steps"])].reset_index(drop=True)

@@ -8,6 +8,10 @@ complete DDP all-reduce runs), and predicted by the scaling model fitted to this
 (`suite.analysis.scaling`) elsewhere. Per-worker batches are those the scaling runs measured,
 so the model only ever extrapolates in worker count. Training steps only: evaluations and
 start-up are not counted.
+
+Each point says where its step time comes from (``source``): ``measured`` (runs with no more
+worker threads than cores), ``oversubscribed`` (measured, but under contention: kept apart, never
+counted as measured) or ``model``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import pandas as pd
 from suite.analysis import scaling
 
 ORACLE = "oracle"  # the curve of the best LR per batch
+MEASURED, OVERSUBSCRIBED, MODEL = "measured", "oversubscribed", "model"  # a step time's source
 COLUMNS = [
     "curve",
     "workers",
@@ -31,6 +36,7 @@ COLUMNS = [
     "measured",
     "extrapolated",
     "oversubscribed",
+    "source",
 ]
 
 
@@ -95,6 +101,7 @@ def step_time_table(
                     "measured": known,
                     "extrapolated": not known and model is not None and n > model.validated_max,
                     "oversubscribed": over,
+                    "source": (OVERSUBSCRIBED if over else MEASURED) if known else MODEL,
                 }
             )
     return pd.DataFrame(rows)
@@ -129,8 +136,10 @@ class Fastest:
 
 
 def fastest(times: pd.DataFrame, curve: str) -> Fastest:
+    """Measured: the fastest point measured without oversubscription; predicted: the model's,
+    when faster (oversubscribed points are neither)."""
     rows = times[times["curve"] == curve]
-    known, model = rows[rows["measured"]], rows[~rows["measured"]]
+    known, model = rows[rows["source"] == MEASURED], rows[rows["source"] == MODEL]
     best_known = known.loc[known["time_s"].idxmin()] if len(known) else None
     best_model = model.loc[model["time_s"].idxmin()] if len(model) else None
     slower = best_known is not None and best_model is not None

@@ -1,12 +1,17 @@
 """A scaling model of data-parallel training that plans a cluster, checked against measurements.
 
-step(N, b) = compute(b) + the part of the gradient all-reduces the backward pass does not hide.
+step(N, b) = compute(b) + waiting for the slowest rank + the part of the gradient all-reduces the
+backward pass does not hide (+ a measured per-step overhead).
 
 * ``topology``: GPUs per node, the link inside a node and the network between nodes;
-* ``collectives``: ring, tree and hierarchical all-reduce on that topology, the fastest chosen;
+* ``allreduce_cost``: the all-reduce as the library does it (NCCL's tuning model, gloo's ring and
+  halving-doubling, Horovod's hierarchical), the fastest the library has chosen;
 * ``compute``: one worker's step, measured (workers=1 runs) or from a profile (peak x MFU);
-* ``overlap``: DDP's bucket schedule, which hides all-reduces behind the backward pass;
-* ``model``: the step time, throughput and efficiency at any worker count;
+* ``tensors``: a workload's gradient tensors, from its runs or its model;
+* ``overlap``: DDP's buckets and their schedule, which hides all-reduces behind the backward pass;
+* ``model``: the step time, throughput and efficiency at any worker count, labelled bound or
+  estimate;
+* ``options``: `dpsuite predict`'s options about the model's terms;
 * ``fit``: the model fitted to a results tree (comm-bench, runs) and validated against it;
 * ``profiles``: hardware profiles shipped as YAML files with their sources;
 * ``published``: the model against published multi-GPU scaling;

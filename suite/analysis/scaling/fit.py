@@ -3,11 +3,16 @@
 * intra-node link: comm-bench on one node (``world_size <= workers_per_host``), the ring formula
   ``t = 2(n-1) alpha + 2(n-1)/n * S * beta`` by relative least squares over message sizes (small
   messages, latency-bound, and large ones, bandwidth-bound, count alike);
-* inter-node link: comm-bench over several nodes (e.g. 2 nodes under torchrun): what the
-  hierarchical algorithm spends beyond its intra-node phases, ``2 ceil(log2 m) alpha_n +
-  2(m-1)/m * S * beta_n``, fitted the same way;
+* inter-node link: comm-bench over several nodes (e.g. 2 nodes under torchrun): what the ring
+  (the all-reduce PyTorch's gloo runs, and NCCL's for large messages) spends beyond its
+  intra-node hops, ``2(m-1) alpha_n + 2(N-1)/N * S * beta_n`` (a ring across nodes runs at its
+  slowest link, the network's), fitted the same way;
 * compute: step time of ``workers=1`` runs, linear in the batch;
-* gradient bytes and bucket size: the runs' parameter count, precision and ``bucket_cap_mb``.
+* gradient bytes and buckets: the runs' parameter tensors (``tensors``), precision and
+  ``bucket_cap_mb``, packed as DDP packs them;
+* the library: the runs' backend (gloo: a ring, as PyTorch runs it; nccl: NCCL's tuning model);
+* stragglers: the spread of one worker's measured step times (``steps.csv`` of the workers=1
+  runs), whose expected maximum over N ranks a synchronous step waits for.
 
 A hardware profile supplies what was not measured (GPUs per node, a link).
 """
@@ -20,8 +25,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from suite.analysis.scaling.allreduce_cost import NCCL_MODEL_VERSION, Library, parse_version
 from suite.analysis.scaling.compute import fit_compute_model
-from suite.analysis.scaling.model import BYTES_PER_PARAM, DEFAULT_BUCKET_MB, MIB, ScalingModel
+from suite.analysis.scaling.model import (
+    BYTES_PER_PARAM,
+    DEFAULT_BUCKET_MB,
+    MIB,
+    Overheads,
+    ScalingModel,
+)
+from suite.analysis.scaling.tensors import tensor_numels
 from suite.analysis.scaling.topology import Link, Topology
 
 
@@ -59,11 +72,12 @@ def fit_intra_link(rows: pd.DataFrame) -> Link:
 def fit_inter_link(rows: pd.DataFrame, intra: Link) -> Link:
     """alpha and beta of the network from multi-node rows, given the intra-node link."""
     g = _ranks_per_host(rows).to_numpy(float)
-    m = np.ceil(rows["world_size"].to_numpy(float) / g)
+    n = rows["world_size"].to_numpy(float)
+    m = np.ceil(n / g)
     size = rows["size_bytes"].to_numpy(float)
     t = rows["time_us"].to_numpy(float) * 1e-6
-    inside = 2 * (g - 1) * intra.latency_s + 2 * (g - 1) / g * size * intra.s_per_byte
-    design = np.column_stack([2 * np.ceil(np.log2(m)), 2 * (m - 1) / m * size])
+    inside = 2 * (n - m) * intra.latency_s
+    design = np.column_stack([2 * (m - 1), 2 * (n - 1) / n * size])
     return _relative_lstsq(design, t - inside, t)
 
 
@@ -83,7 +97,8 @@ def fit_topology(bench: pd.DataFrame, profile: Topology | None = None) -> Topolo
         gpus = int(_ranks_per_host(multi).max())
         return Topology(intra, fit_inter_link(multi, intra), gpus)
     if profile is not None:
-        return replace(profile, intra=intra)
+        # measured latency and bandwidth; the kind of link (NCCL's latencies) the profile's
+        return replace(profile, intra=replace(intra, kind=profile.intra.kind))
     return Topology(intra)
 
 
@@ -107,15 +122,52 @@ def fit_from_results(
     ddp = _allreduce_runs(runs)
     params = float(ddp["num_params"].dropna().iloc[0])
     precision = str(ddp["precision"].dropna().iloc[0]) if "precision" in ddp else "fp32"
+    per_param = BYTES_PER_PARAM.get(precision, 4)
     bucket_mb = ddp["bucket_cap_mb"].dropna() if "bucket_cap_mb" in ddp else pd.Series(dtype=float)
     timed = ddp[ddp["step_time_s"].notna() & ~_oversubscribed(ddp)]
+    numels = tensor_numels(ddp)
+    samples = step_samples(ddp[(ddp["workers"] == 1) & ~_oversubscribed(ddp)])
+    topology = fit_topology(bench, profile)
+    measured = ["compute", "links"] if topology is not profile else ["compute"]
     return ScalingModel(
-        topology=fit_topology(bench, profile),
+        topology=topology,
         compute=fit_compute_model(ddp[ddp["workers"] == 1]),
-        grad_bytes=params * BYTES_PER_PARAM.get(precision, 4),
+        grad_bytes=params * per_param,
         bucket_bytes=float(bucket_mb.median() if len(bucket_mb) else DEFAULT_BUCKET_MB) * MIB,
         validated_workers=tuple(sorted(int(w) for w in timed["workers"].unique())),
+        library=_library(ddp),
+        tensor_bytes=tuple(float(n * per_param) for n in numels or ()),
+        overheads=Overheads(step_samples=samples),
+        measured=(*measured, *(["straggler jitter"] if samples else [])),
+        grad_element_bytes=per_param,
     )
+
+
+def _library(runs: pd.DataFrame) -> Library:
+    """The runs' backend; NCCL at the version the runs recorded (the model's own if none)."""
+    backend = runs.get("backend", pd.Series(dtype=object)).dropna()
+    if backend.empty or str(backend.iloc[0]) != "nccl":
+        return Library(backend="gloo")
+    recorded = runs.get("hardware.nccl", pd.Series(dtype=object)).dropna().astype(str)
+    version = recorded.iloc[0] if len(recorded) else NCCL_MODEL_VERSION
+    try:
+        parse_version(version)
+    except ValueError:  # an old torch's integer form (2708): the model's own
+        version = NCCL_MODEL_VERSION
+    return Library(backend="nccl", nccl_version=version)
+
+
+def step_samples(single: pd.DataFrame) -> tuple[float, ...]:
+    """One worker's measured step times, each run's divided by its own mean (the spread, not
+    the level, is what carries to other batch sizes)."""
+    from suite.results import load_steps
+
+    pooled: list[float] = []
+    for run_dir in single.get("run_dir", pd.Series(dtype=object)).dropna():
+        times = load_steps(run_dir)["step_time_s"].dropna().to_numpy(float)
+        if len(times) >= 2 and times.mean() > 0:
+            pooled.extend((times / times.mean()).tolist())
+    return tuple(pooled)
 
 
 def validate(model: ScalingModel, runs: pd.DataFrame) -> pd.DataFrame:
@@ -141,6 +193,32 @@ def validate(model: ScalingModel, runs: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def node_efficiency(
+    runs: pd.DataFrame, workload: str, batch: int | None = None
+) -> tuple[float, int] | None:
+    """The measured efficiency of the most workers that ran on one host, and that count.
+
+    Throughput per worker at N over that at 1, at the same per-worker batch (``batch`` if it
+    was measured, else the largest that was at both), medians over repeats; oversubscribed runs
+    left out. None when there is no such pair.
+    """
+    ddp = _allreduce_runs(runs)
+    ddp = ddp[(ddp["workload"] == workload) & ddp["samples_per_s"].notna() & ~_oversubscribed(ddp)]
+    per_host = _ranks_per_host(ddp.assign(world_size=ddp["workers"])) if len(ddp) else None
+    one_host = ddp[ddp["workers"] <= per_host] if per_host is not None else ddp
+    single = one_host[one_host["workers"] == 1]
+    multi = one_host[one_host["workers"] > 1]
+    batches = sorted(set(single["per_worker_batch"]) & set(multi["per_worker_batch"]))
+    if not batches:
+        return None
+    b = batch if batch in batches else batches[-1]
+    at_b = multi[multi["per_worker_batch"] == b]
+    n = int(at_b["workers"].max())
+    base = single[single["per_worker_batch"] == b]["samples_per_s"].median()
+    top = at_b[at_b["workers"] == n]["samples_per_s"].median()
+    return float(top / (n * base)), n
 
 
 def hardware_key(frame: pd.DataFrame) -> pd.Series:

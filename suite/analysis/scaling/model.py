@@ -1,16 +1,26 @@
-"""The scaling model: step(N, b) = compute(b) + the all-reduce time the bucket schedule exposes.
+"""The scaling model: step(N, b) = compute(b) + waiting for the slowest of N + the all-reduce time
+the bucket schedule exposes (+ a measured per-step overhead, where a node's efficiency was
+measured).
 
-Throughput = N * b / step(N, b); efficiency = step(1, b) / step(N, b) (weak scaling: the per-worker
-batch stays b). Predictions beyond the largest validated worker count are marked extrapolated.
+Throughput = N * b / step(N, b); efficiency = step(N0, b) / step(N, b) against a baseline of N0
+workers (weak scaling: the per-worker batch stays b). Predictions beyond the largest validated
+worker count are marked extrapolated.
+
+Every prediction says what it is. Communication alone (nothing measured of what else slows a
+step: overlapping kernels slowing compute, stragglers, the input pipeline) is an upper
+**bound** on efficiency; with a measured straggler distribution or a measured node efficiency it
+is an **estimate**, and ``measured`` names the terms that were measured.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
-from suite.analysis.scaling import collectives, overlap
+from suite.analysis.scaling import allreduce_cost, overlap
+from suite.analysis.scaling.allreduce_cost import Library
 from suite.analysis.scaling.compute import ComputeModel
 from suite.analysis.scaling.topology import Topology
 
@@ -19,6 +29,41 @@ DEFAULT_BUCKET_MB = 25.0  # DDP's default
 DEFAULT_WORKERS = [2**k for k in range(13)]  # 1 .. 4096
 # Gradient bytes per parameter as DDP all-reduces them: fp32 gradients under bf16/fp16 autocast.
 BYTES_PER_PARAM = {"fp32": 4, "fp64": 8, "bf16": 4, "fp16": 4}
+# Bytes of one gradient element on the wire (--grad-dtype): bf16/fp16 with a compression hook.
+GRAD_DTYPE_BYTES = {"fp32": 4, "fp64": 8, "bf16": 2, "fp16": 2}
+
+
+def expected_max_factor(samples: np.ndarray, n: int) -> float:
+    """E[max of n draws] / E[one draw] of the empirical distribution ``samples``.
+
+    With the samples sorted, the k-th smallest is the maximum of n draws with probability
+    (k/s)^n - ((k-1)/s)^n.
+    """
+    x = np.sort(np.asarray(samples, float))
+    s = len(x)
+    k = np.arange(1, s + 1)
+    weights = (k / s) ** n - ((k - 1) / s) ** n
+    return float(weights @ x / x.mean())
+
+
+@dataclass(frozen=True)
+class Overheads:
+    """What slows a step beyond compute and communication, as measured.
+
+    ``step_samples``: one worker's measured step times (any unit: only their spread counts),
+    whose expected maximum over N ranks is what synchronous SGD waits for. ``node_efficiency``
+    at ``node_workers``: a measured single-node efficiency; what it loses beyond the model's
+    terms is a per-step overhead carried to every larger worker count.
+    """
+
+    step_samples: tuple[float, ...] = ()
+    node_efficiency: float | None = None
+    node_workers: int | None = None
+
+    def straggler_factor(self, n: int) -> float:
+        if n <= 1 or len(self.step_samples) < 2:
+            return 1.0
+        return expected_max_factor(np.array(self.step_samples), n)
 
 
 @dataclass(frozen=True)
@@ -26,13 +71,15 @@ class Step:
     """One predicted step: its parts and the all-reduce algorithm of its largest bucket."""
 
     compute_s: float
+    wait_s: float
     comm_s: float
     exposed_s: float
+    overhead_s: float
     algorithm: str
 
     @property
     def total_s(self) -> float:
-        return self.compute_s + self.exposed_s
+        return self.compute_s + self.wait_s + self.exposed_s + self.overhead_s
 
 
 @dataclass(frozen=True)
@@ -42,27 +89,74 @@ class ScalingModel:
     grad_bytes: float
     bucket_bytes: float = DEFAULT_BUCKET_MB * MIB
     validated_workers: tuple[int, ...] = ()
+    library: Library = field(default_factory=Library)
+    # Gradient bytes of each parameter tensor in registration order (empty: not known, the
+    # gradient is cut into equal buckets).
+    tensor_bytes: tuple[float, ...] = ()
+    # Backward work (e.g. FLOPs) of each tensor's layer, same order (empty: by bytes).
+    tensor_work: tuple[float, ...] = ()
+    overheads: Overheads = field(default_factory=Overheads)
+    measured: tuple[str, ...] = ()  # which terms come from a measurement (compute, links, ...)
+    grad_element_bytes: float = 4.0  # bytes of one gradient element on the wire
 
     @property
     def validated_max(self) -> int:
         """Largest worker count the model was checked against a measurement at (1: none)."""
         return max(self.validated_workers, default=1)
 
-    def step(self, n: int, batch: int) -> Step:
-        buckets = overlap.bucket_sizes(self.grad_bytes, self.bucket_bytes)
+    def buckets(self) -> list[overlap.Bucket]:
+        """(bytes, backward fraction done when ready) of each bucket, in all-reduce order."""
+        if self.tensor_bytes:
+            # DDP's small first bucket; Horovod's fusion buffer and Caffe2 have none.
+            ddp = self.library.library == "torch-ddp"
+            first = overlap.FIRST_BUCKET_BYTES if ddp else self.bucket_bytes
+            work = list(self.tensor_work) or None
+            return overlap.ddp_buckets(list(self.tensor_bytes), self.bucket_bytes, first, work)
+        return overlap.even_buckets(self.grad_bytes, self.bucket_bytes)
+
+    def _base_step(self, n: int, batch: int) -> Step:
+        """Compute, waiting and exposed all-reduce: the terms the model derives itself."""
+        buckets = self.buckets()
         comm, exposed = overlap.exposed_s(
             buckets,
-            lambda size: collectives.allreduce(self.topology, size, n)[0],
+            lambda size: allreduce_cost.allreduce(self.topology, size, n, self.library)[0],
             self.compute.backward_s(batch),
         )
-        algorithm = collectives.allreduce(self.topology, max(buckets, default=0.0), n)[1]
-        return Step(self.compute.step_s(batch), comm, exposed, algorithm)
+        largest = max((size for size, _ in buckets), default=0.0)
+        algorithm = allreduce_cost.allreduce(self.topology, largest, n, self.library)[1]
+        compute = self.compute.step_s(batch)
+        wait = compute * (self.overheads.straggler_factor(n) - 1)
+        return Step(compute, wait, comm, exposed, 0.0, algorithm)
+
+    def overhead_s(self, n: int, batch: int) -> float:
+        """The per-step time a measured node efficiency loses beyond the model's own terms,
+        for worker counts at or above the node's."""
+        o = self.overheads
+        if o.node_efficiency is None or o.node_workers is None or n < o.node_workers:
+            return 0.0
+        measured_step = self._base_step(1, batch).total_s / o.node_efficiency
+        return max(0.0, measured_step - self._base_step(o.node_workers, batch).total_s)
+
+    def step(self, n: int, batch: int) -> Step:
+        base = self._base_step(n, batch)
+        return Step(**{**base.__dict__, "overhead_s": self.overhead_s(n, batch)})
 
     def step_s(self, n: int, batch: int) -> float:
         return self.step(n, batch).total_s
 
-    def predict(self, workers: list[int], batch: int) -> pd.DataFrame:
-        base = self.step_s(1, batch)
+    def kind(self) -> str:
+        """'estimate' when an overhead term was measured, else 'bound' (efficiency at most)."""
+        o = self.overheads
+        return "estimate" if o.node_efficiency is not None or o.step_samples else "bound"
+
+    def terms(self) -> str:
+        return ", ".join(self.measured) if self.measured else "none"
+
+    def efficiency(self, n: int, batch: int, baseline: int = 1) -> float:
+        return self.step_s(baseline, batch) / self.step_s(n, batch)
+
+    def predict(self, workers: list[int], batch: int, baseline: int = 1) -> pd.DataFrame:
+        base = self.step_s(baseline, batch)
         rows = []
         for n in workers:
             step = self.step(n, batch)
@@ -73,23 +167,38 @@ class ScalingModel:
                     "per_worker_batch": batch,
                     "step_time_s": step.total_s,
                     "compute_s": step.compute_s,
+                    "straggler_wait_s": step.wait_s,
                     "comm_s": step.comm_s,
                     "exposed_comm_s": step.exposed_s,
+                    "overhead_s": step.overhead_s,
                     "algorithm": step.algorithm,
                     "samples_per_s": n * batch / step.total_s,
+                    "baseline_workers": baseline,
                     "efficiency": base / step.total_s,
+                    "prediction": self.kind(),
+                    "measured_terms": self.terms(),
                     "extrapolated": n > self.validated_max,
                 }
             )
         return pd.DataFrame(rows)
 
     def describe(self) -> dict:
+        o = self.overheads
         return {
             **self.topology.describe(),
+            "library": self.library.describe(),
+            "algorithms": " ".join(self.library.algorithms()),
             "compute_fixed_s": self.compute.fixed_s,
             "compute_per_sample_s": self.compute.per_sample_s,
             "backward_fraction": self.compute.backward_fraction,
             "grad_bytes": self.grad_bytes,
             "bucket_bytes": self.bucket_bytes,
+            "buckets": len(self.buckets()),
+            "tensors": len(self.tensor_bytes) or None,
+            "step_samples": len(o.step_samples),
+            "node_efficiency": o.node_efficiency,
+            "node_workers": o.node_workers,
+            "prediction": self.kind(),
+            "measured_terms": self.terms(),
             "validated_max_workers": self.validated_max,
         }

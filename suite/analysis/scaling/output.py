@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite.analysis.scaling.allreduce_cost import NCCL_MODEL_VERSION
 from suite.analysis.scaling.fit import Fit
-from suite.analysis.scaling.overlap import bucket_sizes
 from suite.analysis.scaling.topology import Link
 
 
@@ -23,13 +23,31 @@ def describe_model(fit: Fit) -> list[str]:
         network = "between nodes not known: all ranks taken to share one node's link"
     else:
         network = f"{top.gpus_per_node} per node; between nodes {_link(top.inter)} per node"
-    buckets = len(bucket_sizes(m.grad_bytes, m.bucket_bytes))
-    return [
+    buckets = m.buckets()
+    packing = (
+        f"{len(m.tensor_bytes)} tensors in DDP's {len(buckets)} bucket(s)"
+        if m.tensor_bytes
+        else f"{len(buckets)} equal bucket(s)"
+    )
+    lines = [
         f"   links: inside a node {_link(top.intra)} per rank; {network}",
+        f"   all-reduce: {m.library.describe()}, algorithms {', '.join(m.library.algorithms())}"
+        + (
+            f" (NCCL's tuning model of {NCCL_MODEL_VERSION})" if m.library.backend == "nccl" else ""
+        ),
         f"   compute {m.compute.fixed_s * 1e3:.3f} ms + {m.compute.per_sample_s * 1e6:.2f} "
         f"us/sample ({100 * m.compute.backward_fraction:.0f} % of it backward); gradients "
-        f"{m.grad_bytes / 2**20:.1f} MiB in {buckets} bucket(s) of {m.bucket_bytes / 2**20:g} MiB",
+        f"{m.grad_bytes / 2**20:.1f} MiB as {packing}, cap {m.bucket_bytes / 2**20:g} MiB, "
+        f"largest {max((b for b, _ in buckets), default=0) / 2**20:.2f} MiB",
+        f"   an efficiency {_kind(m.kind())}; measured terms: {m.terms()}",
     ]
+    return lines
+
+
+def _kind(kind: str) -> str:
+    if kind == "bound":
+        return "bound (at most: nothing measured of what else slows a step)"
+    return "estimate"
 
 
 def format_validation(validation: pd.DataFrame) -> list[str]:
@@ -46,7 +64,7 @@ def format_validation(validation: pd.DataFrame) -> list[str]:
     return lines
 
 
-def format_fit(fit: Fit, batch: int, workers: list[int]) -> str:
+def format_fit(fit: Fit, batch: int, workers: list[int], baseline: int = 1) -> str:
     lines = [f"== {fit.hardware} / {fit.workload}", *describe_model(fit)]
     lines += format_validation(fit.validation)
     reach = (
@@ -54,14 +72,17 @@ def format_fit(fit: Fit, batch: int, workers: list[int]) -> str:
         if not fit.validation.empty
         else "nothing measured to validate it"
     )
-    lines.append(f"   prediction at per-worker batch {batch} ({reach}; * = extrapolated):")
-    for r in fit.model.predict(workers, batch).itertuples():
+    against = f", efficiency against {baseline} workers" if baseline > 1 else ""
+    lines.append(f"   prediction at per-worker batch {batch} ({reach}; * = extrapolated{against}):")
+    for r in fit.model.predict(workers, batch, baseline).itertuples():
         mark = "*" if r.extrapolated else " "
         algorithm = r.algorithm if r.workers > 1 else "-"
+        wait = r.straggler_wait_s + r.overhead_s
         lines.append(
-            f"    {mark}workers {r.workers:>4}  nodes {r.nodes:>3}  {algorithm:<12}"
+            f"    {mark}workers {r.workers:>4}  nodes {r.nodes:>3}  {algorithm:<16}"
             f"step {r.step_time_s * 1e3:9.3f} ms  exposed comm {r.exposed_comm_s * 1e3:8.3f} ms"
-            f"  {r.samples_per_s:11,.0f} samples/s  efficiency {100 * r.efficiency:5.1f} %"
+            + (f"  wait+overhead {wait * 1e3:7.3f} ms" if wait > 0 else "")
+            + f"  {r.samples_per_s:11,.0f} samples/s  efficiency {100 * r.efficiency:5.1f} %"
         )
     return "\n".join(lines)
 
@@ -69,26 +90,28 @@ def format_fit(fit: Fit, batch: int, workers: list[int]) -> str:
 def format_published(table: pd.DataFrame) -> str:
     """The published-vs-predicted table as Markdown (the README carries the same)."""
     lines = [
-        "| result | hardware | GPUs | published | predicted | points |",
-        "|---|---|---|---|---|---|",
+        "| result | hardware | GPUs | published | predicted | points | terms |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in table.itertuples():
         gpus = f"{r.baseline_workers} → {r.workers}" if r.baseline_workers > 1 else f"{r.workers}"
         lines.append(
-            f"| {r.label} | `{r.profile}` | {gpus} | {100 * r.published_efficiency:.0f} % "
-            f"| {100 * r.predicted_efficiency:.1f} % | {r.difference_points:+.1f} |"
+            f"| {r.label} | `{r.profile}` | {gpus} | {100 * r.published_efficiency:.1f} % "
+            f"| {100 * r.predicted_efficiency:.1f} % | {r.difference_points:+.1f} | {r.terms} |"
         )
     return "\n".join(lines)
 
 
-def write_fits(fits: list[Fit], out_dir: str | Path, batch: int, workers: list[int]) -> None:
+def write_fits(
+    fits: list[Fit], out_dir: str | Path, batch: int, workers: list[int], baseline: int = 1
+) -> None:
     """predictions.csv, validation.csv and models.csv under ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     preds, vals, models = [], [], []
     for f in fits:
         key = {"hardware": f.hardware, "workload": f.workload}
-        preds.append(f.model.predict(workers, batch).assign(**key))
+        preds.append(f.model.predict(workers, batch, baseline).assign(**key))
         vals.append(f.validation.assign(**key))
         models.append({**key, **f.model.describe()})
     pd.concat(preds).to_csv(out / "predictions.csv", index=False)

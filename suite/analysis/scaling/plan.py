@@ -13,20 +13,30 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from suite.analysis.scaling.allreduce_cost import Library
 from suite.analysis.scaling.compute import from_flops, from_throughput
 from suite.analysis.scaling.fit import Fit
-from suite.analysis.scaling.model import BYTES_PER_PARAM, MIB, ScalingModel
+from suite.analysis.scaling.model import (
+    BYTES_PER_PARAM,
+    GRAD_DTYPE_BYTES,
+    MIB,
+    Overheads,
+    ScalingModel,
+)
 from suite.analysis.scaling.profiles import Profile
+from suite.analysis.scaling.tensors import tensor_numels
 from suite.errors import UserError
 
 
 @dataclass(frozen=True)
 class Workload:
-    """What the model needs of a workload: its name, parameters, FLOPs per sample if known."""
+    """What the model needs of a workload: its name, parameters, FLOPs per sample if known, and
+    its parameter tensors' sizes in registration order if known."""
 
     name: str
     params: float
     flops_per_sample: float | None
+    tensors: tuple[int, ...] = ()
 
 
 def counted_workload(runs: pd.DataFrame, name: str) -> Workload:
@@ -39,7 +49,8 @@ def counted_workload(runs: pd.DataFrame, name: str) -> Workload:
     if params.empty:
         raise UserError(f"the runs of {name} recorded no parameter count")
     flops = mine.get("flops_per_sample", pd.Series(dtype=float)).dropna()
-    return Workload(name, float(params.iloc[0]), float(flops.median()) if len(flops) else None)
+    flops_per_sample = float(flops.median()) if len(flops) else None
+    return Workload(name, float(params.iloc[0]), flops_per_sample, tuple(tensor_numels(mine) or ()))
 
 
 def resolve_workload(
@@ -53,6 +64,7 @@ def resolve_workload(
         name,
         params if params is not None else counted.params,
         flops if flops is not None else counted.flops_per_sample,
+        counted.tensors if params is None else (),  # a count by hand replaces the model's
     )
 
 
@@ -86,8 +98,14 @@ def plan_fit(
     tflops: float | None = None,
     mfu: float = 0.4,
     bucket_mb: float = 25.0,
+    grad_dtype: str | None = None,
+    library: Library | None = None,
+    overheads: Overheads | None = None,
 ) -> Fit:
-    """The workload on the profile's hardware: nothing measured, so nothing validated."""
+    """The workload on the profile's hardware: nothing measured here, so nothing validated.
+
+    ``grad_dtype``: the gradients' dtype on the wire (default: fp32, DDP's under autocast).
+    """
     for label, value in (
         ("--params", workload.params),
         ("--flops-per-sample", workload.flops_per_sample),
@@ -104,10 +122,22 @@ def plan_fit(
         if samples_per_s is not None
         else from_flops(_flops(workload), _peak(profile, precision, tflops), mfu)
     )
+    per_param = (
+        GRAD_DTYPE_BYTES[grad_dtype] if grad_dtype else BYTES_PER_PARAM.get(precision or "fp32", 4)
+    )
+    overheads = overheads or Overheads()
+    measured = ["compute"] if samples_per_s is not None else []
+    measured += ["straggler jitter"] if overheads.step_samples else []
+    measured += ["node efficiency"] if overheads.node_efficiency is not None else []
     model = ScalingModel(
         topology=profile.topology,
         compute=compute,
-        grad_bytes=workload.params * BYTES_PER_PARAM.get(precision or "fp32", 4),
+        grad_bytes=workload.params * per_param,
         bucket_bytes=bucket_mb * MIB,
+        library=library or Library(nccl_ll128=profile.nccl_ll128),
+        tensor_bytes=tuple(float(n * per_param) for n in workload.tensors),
+        overheads=overheads,
+        measured=tuple(measured),
+        grad_element_bytes=per_param,
     )
     return Fit(profile.name, workload.name, model, pd.DataFrame())

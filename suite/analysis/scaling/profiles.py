@@ -3,11 +3,15 @@
 Shipped profiles live in ``profiles/`` next to this module (``dpsuite predict --profile NAME``);
 any other file is given by its path. A profile has ``gpus_per_node``, ``peak_tflops`` per
 precision, ``intra_node`` and ``inter_node`` links (``bandwidth_GB_s`` per direction: per GPU
-inside a node, per node for the network; ``latency_us`` per hop) and ``sources``.
+inside a node, per node for the network; ``latency_us`` per hop for the alpha-beta algorithms;
+``kind``: nvlink, pci or net, which picks NCCL's own latencies), ``nccl_ll128`` (NCCL enables its
+LL128 protocol there: Volta/Ampere on NVLink), an optional ``reduce_GB_s`` (the reduction's rate,
+for gloo) and ``sources``.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,7 @@ class Profile:
     topology: Topology
     peak_tflops: dict[str, float]
     sources: tuple[str, ...]
+    nccl_ll128: bool = False
 
     def peak(self, precision: str) -> float:
         if precision not in self.peak_tflops:
@@ -59,26 +64,46 @@ def load_profile(name_or_path: str) -> Profile:
         raise UserError(f"cannot read profile {path}: {detail}") from None
 
 
-def _link(raw: dict[str, Any], where: str) -> Link:
-    bandwidth, latency = float(raw["bandwidth_GB_s"]), float(raw["latency_us"])
+LINK_KINDS = ("nvlink", "pci", "net")
+
+
+def _finite(value: Any, where: str) -> float:
+    """A profile's number: YAML's .nan and .inf are typos, not hardware."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{where} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _link(raw: dict[str, Any], where: str, kind: str) -> Link:
+    bandwidth = _finite(raw["bandwidth_GB_s"], f"{where}.bandwidth_GB_s")
+    latency = _finite(raw["latency_us"], f"{where}.latency_us")
     if bandwidth <= 0 or latency < 0:
         raise ValueError(f"{where}: bandwidth_GB_s must be > 0 and latency_us >= 0")
-    return Link(latency * 1e-6, bandwidth * 1e9)
+    kind = str(raw.get("kind", kind))
+    if kind not in LINK_KINDS:
+        raise ValueError(f"{where}: kind must be one of {', '.join(LINK_KINDS)}, got {kind}")
+    return Link(latency * 1e-6, bandwidth * 1e9, kind)
 
 
 def _parse(raw: Any, stem: str) -> Profile:
     if not isinstance(raw, dict):
         raise ValueError("a profile is a mapping of keys")
-    gpus = int(raw["gpus_per_node"])
-    if gpus < 1:
-        raise ValueError("gpus_per_node must be >= 1")
-    peaks = {str(k): float(v) for k, v in (raw.get("peak_tflops") or {}).items()}
+    gpus = raw["gpus_per_node"]
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise ValueError(f"gpus_per_node must be an integer >= 1, got {gpus!r}")
+    peaks = {
+        str(k): _finite(v, f"peak_tflops.{k}") for k, v in (raw.get("peak_tflops") or {}).items()
+    }
     if any(v <= 0 for v in peaks.values()):
         raise ValueError("peak_tflops must be > 0")
+    reduce_rate = float(raw.get("reduce_GB_s", 0) or 0)
+    if reduce_rate < 0:
+        raise ValueError("reduce_GB_s must be >= 0")
     topology = Topology(
-        intra=_link(raw["intra_node"], "intra_node"),
-        inter=_link(raw["inter_node"], "inter_node"),
+        intra=_link(raw["intra_node"], "intra_node", "pci"),
+        inter=_link(raw["inter_node"], "inter_node", "net"),
         gpus_per_node=gpus,
+        gamma=1 / (reduce_rate * 1e9) if reduce_rate else 0.0,
     )
     return Profile(
         name=str(raw.get("name", stem)),
@@ -86,4 +111,5 @@ def _parse(raw: Any, stem: str) -> Profile:
         topology=topology,
         peak_tflops=peaks,
         sources=tuple(str(s) for s in raw.get("sources") or ()),
+        nccl_ll128=bool(raw.get("nccl_ll128", False)),
     )

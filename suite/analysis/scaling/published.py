@@ -1,8 +1,9 @@
 """The scaling model against published multi-GPU scaling (``published.yaml``).
 
-Each entry gives what a user would give the model (a hardware profile, parameter count, per-GPU
-batch, bucket size, single-GPU throughput) and the efficiency the publication reports; the model
-predicts the efficiency from the first, and the second is only put beside it.
+Each entry gives what a user would give the model (a hardware profile, the model's parameters
+or its gradient tensors, per-GPU batch, bucket size, gradient dtype, the library and NCCL
+version of the time, single-GPU throughput) and the efficiency the publication reports; the
+model predicts the efficiency from the first, and the second is only put beside it.
 """
 
 from __future__ import annotations
@@ -12,31 +13,71 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from suite.analysis.scaling.allreduce_cost import Library
 from suite.analysis.scaling.compute import from_throughput
-from suite.analysis.scaling.model import BYTES_PER_PARAM, MIB, ScalingModel
+from suite.analysis.scaling.model import GRAD_DTYPE_BYTES, MIB, ScalingModel
 from suite.analysis.scaling.profiles import load_profile
 
 PUBLISHED = Path(__file__).with_name("published.yaml")
+TENSORS = Path(__file__).with_name("published_tensors.yaml")
+
+
+def _tensors(name: str | None) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """(elements, backward MFLOPs) of each gradient tensor of a published model."""
+    if name is None:
+        return (), ()
+    model = yaml.safe_load(TENSORS.read_text())[name]
+    return tuple(int(n) for n in model["numels"]), tuple(model["backward_mflops"])
+
+
+def published_model(entry: dict) -> ScalingModel:
+    """The model of one published result, from its stated inputs only."""
+    profile = load_profile(entry["profile"])
+    per_param = GRAD_DTYPE_BYTES[entry.get("grad_dtype", "fp32")]
+    tensors, work = _tensors(entry.get("tensors"))
+    params = sum(tensors) if tensors else float(entry["params"])
+    library = Library(
+        backend=entry.get("backend", "nccl"),
+        nccl_version=str(entry.get("nccl_version", "2.8.4")),
+        library=entry.get("library", "torch-ddp"),
+        only=tuple(entry.get("algorithms") or ()),
+        nccl_ll128=profile.nccl_ll128,
+    )
+    return ScalingModel(
+        topology=profile.topology,
+        compute=from_throughput(float(entry["single_gpu_samples_per_s"])),
+        grad_bytes=params * per_param,
+        bucket_bytes=float(entry["bucket_mb"]) * MIB,
+        library=library,
+        tensor_bytes=tuple(float(n * per_param) for n in tensors),
+        tensor_work=work,
+        measured=("compute",),  # the publication's single-GPU throughput
+        grad_element_bytes=per_param,
+    )
 
 
 def predicted_efficiency(entry: dict) -> float:
     """Throughput per GPU at ``workers`` over that at ``baseline_workers``, predicted."""
-    model = ScalingModel(
-        topology=load_profile(entry["profile"]).topology,
-        compute=from_throughput(float(entry["single_gpu_samples_per_s"])),
-        grad_bytes=float(entry["params"]) * BYTES_PER_PARAM["fp32"],  # all trained in fp32
-        bucket_bytes=float(entry["bucket_mb"]) * MIB,
+    model = published_model(entry)
+    return model.efficiency(
+        int(entry["workers"]), int(entry["batch"]), int(entry["baseline_workers"])
     )
-    batch = int(entry["batch"])
-    return model.step_s(int(entry["baseline_workers"]), batch) / model.step_s(
-        int(entry["workers"]), batch
-    )
+
+
+def _terms(model: ScalingModel, entry: dict) -> str:
+    algorithm = model.step(int(entry["workers"]), int(entry["batch"])).algorithm
+    packing = "DDP buckets" if model.library.library == "torch-ddp" else "fused"
+    if model.tensor_bytes and model.bucket_bytes == 0:
+        packing = "per tensor"
+    grads = f"{len(model.tensor_bytes)} tensors, {packing}" if model.tensor_bytes else "even"
+    return f"{model.library.describe()}: {algorithm}; {grads}; {model.kind()}"
 
 
 def published_table(path: Path = PUBLISHED) -> pd.DataFrame:
     """One row per published result: label, hardware, published and predicted efficiency."""
     rows = []
     for entry in yaml.safe_load(path.read_text()):
+        model = published_model(entry)
         predicted = predicted_efficiency(entry)
         rows.append(
             {
@@ -48,6 +89,7 @@ def published_table(path: Path = PUBLISHED) -> pd.DataFrame:
                 "published_efficiency": float(entry["published_efficiency"]),
                 "predicted_efficiency": predicted,
                 "difference_points": 100 * (predicted - float(entry["published_efficiency"])),
+                "terms": _terms(model, entry),
             }
         )
     return pd.DataFrame(rows)

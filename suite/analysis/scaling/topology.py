@@ -15,10 +15,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Link:
-    """A link: latency per message hop (s) and bandwidth per direction (bytes/s)."""
+    """A link: latency per message hop (s), bandwidth per direction (bytes/s) and its kind
+    ("nvlink", "pci", "net"; None when fitted), which picks NCCL's latencies per hop."""
 
     latency_s: float
     bandwidth_Bps: float
+    kind: str | None = None
 
     @property
     def s_per_byte(self) -> float:
@@ -30,12 +32,15 @@ class Topology:
     """Ranks per node, the intra-node link (per GPU), the inter-node link (per node: all NICs).
 
     ``gpus_per_node=None`` is a single node of any size: every rank on one link, the model of a
-    machine measured alone, whose network to other nodes nobody measured.
+    machine measured alone, whose network to other nodes nobody measured. ``gamma``: seconds per
+    byte of the reduction (a CPU's additions for gloo; 0 where the link's fitted or stated
+    bandwidth already includes it, as NCCL's bus bandwidth does).
     """
 
     intra: Link
     inter: Link | None = None
     gpus_per_node: int | None = None
+    gamma: float = 0.0
 
     def nodes(self, n: int) -> int:
         if self.gpus_per_node is None or self.inter is None:

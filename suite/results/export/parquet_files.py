@@ -3,21 +3,23 @@
 Written beside the results: ``runs.parquet`` (``suite.results.load``: one row per run),
 ``epochs.parquet`` and ``steps.parquet`` (every run's epochs.csv and steps.csv, with ``run_id``
 and ``group``), ``comm_bench.parquet`` (``suite.results.load_comm_bench``). Columns that mix
-types (a list in one run, a number in another) are written as JSON text.
+types (a list in one run, a number in another) are written as JSON text. Every column the
+results schema describes carries its unit and meaning as Arrow field metadata.
 """
 
 from __future__ import annotations
 
+import io
 import json
-import os
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from suite.errors import ResultsWriteError, UserError
+from suite.errors import UserError
+from suite.results import owned, schema
 from suite.results.export.tree import ExportRun, require
-from suite.results.load import load
-from suite.results.store import load_comm_bench
+from suite.results.load import load, load_comm_bench
 
 # pandas' inferred kinds that Parquet stores as they are; anything else becomes JSON text
 PLAIN_KINDS = {"string", "empty", "boolean", "integer", "floating", "mixed-integer-float"}
@@ -45,16 +47,38 @@ def parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def write_frame(frame: pd.DataFrame, path: Path) -> None:
-    """Write atomically: readers see the previous file or the new one, never a torn one."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        parquet_safe(frame).to_parquet(tmp, engine="pyarrow", index=False)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise ResultsWriteError(path, exc) from None
-    finally:
-        tmp.unlink(missing_ok=True)
+def described_table(frame: pd.DataFrame, fields: tuple[schema.Field, ...] = ()) -> Any:
+    """The frame as an Arrow table whose columns carry their unit and meaning (field metadata
+    ``unit``, ``meaning``: from ``fields``, else from the schema's run columns), and whose
+    pandas attrs (``units``, ``meanings``, restored by ``pd.read_parquet``) hold the same."""
+    import pyarrow as pa
+
+    by_name = {f.name: f for f in fields}
+    known = {c: by_name.get(c) or schema.lookup(str(c)) for c in frame.columns}
+    known = {c: f for c, f in known.items() if f is not None}
+    table = pa.Table.from_pandas(parquet_safe(frame), preserve_index=False)
+    columns = [
+        field.with_metadata({"unit": known[field.name].unit, "meaning": known[field.name].meaning})
+        if field.name in known
+        else field
+        for field in table.schema
+    ]
+    attrs = {
+        "units": {c: f.unit for c, f in known.items() if f.unit},
+        "meanings": {c: f.meaning for c, f in known.items()},
+    }
+    metadata = {**(table.schema.metadata or {}), b"PANDAS_ATTRS": json.dumps(attrs).encode()}
+    return table.cast(pa.schema(columns, metadata=metadata))
+
+
+def write_frame(frame: pd.DataFrame, path: Path, fields: tuple[schema.Field, ...] = ()) -> None:
+    """Write atomically (readers see the previous file or the new one, never a torn one, and a
+    full disk is one line), with each column's unit and meaning (see ``described_table``)."""
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    pq.write_table(described_table(frame, fields), buffer)
+    owned.write(path, buffer.getvalue())
 
 
 def export_parquet(root: Path, runs: list[ExportRun]) -> list[Path]:
@@ -68,9 +92,10 @@ def export_parquet(root: Path, runs: list[ExportRun]) -> list[Path]:
     }
     if all(frame.empty for frame in frames.values()):
         raise UserError(f"no runs to export in {root} (no run.json or comm_bench.json below it)")
+    fields = {"epochs": schema.EPOCHS, "steps": schema.STEPS}
     written = []
     for name, frame in frames.items():
         if not frame.empty:
-            write_frame(frame, root / f"{name}.parquet")
+            write_frame(frame, root / f"{name}.parquet", fields.get(name, ()))
             written.append(root / f"{name}.parquet")
     return written

@@ -5,16 +5,20 @@ machine's tag and id so that runs can be told apart by machine) and the run's su
 as the hparams metrics (``final/<metric>``); every column of epochs.csv as a scalar against the
 training step (``epochs/<column>``), and of steps.csv (``steps/<column>``), at the wall time it
 was recorded; the hardware fingerprint as a text table (``fingerprint``). Exporting again
-replaces a run's event files.
+replaces the event file an earlier export wrote (and only that one).
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from suite.results import owned
 from suite.results.export.tree import ExportRun, flatten, require, require_runs
 
 HPARAM_TYPES = (bool, int, float, str)
@@ -48,13 +52,43 @@ def write_rows(writer, prefix: str, frame: pd.DataFrame, started: float | None) 
 
 
 def write_run(run: ExportRun, run_out: Path) -> None:
+    """The run's event file, written aside and copied into ``run_out`` once complete (a full
+    disk leaves no partial file there); the event file an earlier export wrote there (its
+    manifest says which) is then removed."""
+    owned.begin(run_out)
+    staging = None
+    try:
+        staging = Path(tempfile.mkdtemp(prefix="dpsuite-events-"))
+        _write_events(run, staging)
+        for event in sorted(staging.iterdir()):
+            owned.write(run_out / event.name, event.read_bytes())
+    except OSError as exc:
+        raise owned.OutputWriteError(staging or run_out, exc) from None
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+    owned.finish(run_out)
+
+
+def _write_events(run: ExportRun, log_dir: Path) -> None:
+    """TensorBoard writes from a thread of its own: its I/O error is raised here, in one
+    piece, instead of a thread's traceback."""
+    failures: list[BaseException] = []
+    previous = threading.excepthook
+    threading.excepthook = lambda args: failures.append(args.exc_value)
+    try:
+        _summaries(run, log_dir)
+    finally:
+        threading.excepthook = previous
+    if failures:
+        raise failures[0] if isinstance(failures[0], OSError) else OSError(str(failures[0]))
+
+
+def _summaries(run: ExportRun, log_dir: Path) -> None:
     from torch.utils.tensorboard import SummaryWriter
     from torch.utils.tensorboard.summary import hparams
 
-    run_out.mkdir(parents=True, exist_ok=True)
-    for old in run_out.glob(f"{EVENT_PREFIX}*"):
-        old.unlink()
-    with SummaryWriter(log_dir=str(run_out)) as writer:
+    with SummaryWriter(log_dir=str(log_dir)) as writer:
         write_rows(writer, "epochs", run.epochs, run.started)
         write_rows(writer, "steps", run.steps, run.started)
         metrics = {f"final/{k}": v for k, v in run.scalar_metrics().items()}

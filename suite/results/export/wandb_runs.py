@@ -1,12 +1,13 @@
 """`dpsuite export wandb`: one W&B run per dpsuite run, in offline mode (no account, no network).
 
-Each run gets the composed config (and the run's summary keys) as its config, one history row
-per training step that has evaluations or step timings (epochs.csv and steps.csv merged on the
-step), the run's metrics and its hardware fingerprint in the summary, and tags for the
-workload, LR rule, workers, machine, accelerator, backend and status; runs are grouped by sweep
-(``group``). They are written under ``OUT/wandb/offline-run-*``; ``wandb sync`` uploads them.
-The W&B run id is derived from the group and run id, so an upload of a second export updates
-the same runs, and exporting again replaces the offline directories of the runs it writes.
+Each run gets the composed config as dotted keys (and the run's derived sizes) as its config,
+one history row per training step that has evaluations or step timings (epochs.csv and
+steps.csv merged on the step), the run's metrics and its hardware fingerprint in the summary,
+and tags for the workload, LR rule, workers, machine, accelerator, backend and status; runs are
+grouped by sweep (``group``). They are written under ``OUT/wandb/offline-run-*``; ``wandb
+sync`` uploads them. The W&B run id is derived from the group and run id, so an upload of a
+second export updates the same runs, and exporting again replaces the offline directories of
+the runs it writes.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import pandas as pd
 from suite.results.export.tree import ExportRun, flatten, require, require_runs
 
 TAG_LENGTH = 64  # W&B's limit
-SUMMARY_KEYS = ("workload", "mode", "workers", "per_worker_batch", "global_batch", "lr_rule")
+# what a run record derives from its config (a config group is its name in the record)
+SUMMARY_KEYS = ("mode", "workers", "per_worker_batch", "global_batch")
 
 
 def wandb_id(run: ExportRun) -> str:
@@ -57,7 +59,10 @@ def history(run: ExportRun) -> list[tuple[int, dict[str, float]]]:
 
 
 def config_of(run: ExportRun) -> dict[str, Any]:
-    return {**run.config, **{k: run.record.get(k) for k in SUMMARY_KEYS}, "run_id": run.run_id}
+    """The composed config as dotted keys (``workload.num_samples``, ``lr_rule.warmup_epochs``:
+    what W&B filters and groups on), with the run's derived sizes and its id."""
+    derived = {k: run.record.get(k) for k in SUMMARY_KEYS if k not in run.config}
+    return {**flatten(run.config), **derived, "run_id": run.run_id}
 
 
 def write_run(wandb, run: ExportRun, out: Path, project: str) -> Path:

@@ -9,9 +9,10 @@ the global batch ``B``; the schedule then shapes the LR over training:
                      ``warmup_epochs`` (Goyal et al. 2017, "gradual warmup");
 * ``sqrt``           ``base_lr * sqrt(B / base_batch)``;
 * ``power``          ``base_lr * (B / base_batch) ** lr_rule.exponent`` with warmup: any point
-                     between the rules, the grid an LR oracle searches;
+                     between the rules, the grid an LR oracle searches; or, with
+                     ``lr_rule.peak_lr``, that absolute peak at every batch (an LR grid);
 * ``lars``           ``base_lr * sqrt(B / base_batch)`` with warmup, for the LARS optimizer
-                     (``suite.engine.lars``), which further scales the LR per layer by a trust ratio
+                     (``suite.optim.lars``), which further scales the LR per layer by a trust ratio
                      (You et al. 2017). The trust ratio already sets each layer's step relative
                      to its weights; linear scaling of the global LR on top of it diverged on
                      MNIST-1D at batch 1024, so the global LR grows with the square root.
@@ -68,30 +69,45 @@ class PowerRuleConfig(LRRuleConfig):
     warmup_epochs: float = 1.0
     exponent: float = field(default=0.5, metadata={"ge": 0})
     """Peak LR = base_lr x (B / base_batch) ** exponent: 0 is naive, 0.5 sqrt, 1 linear."""
+    peak_lr: float | None = field(default=None, metadata={"gt": 0})
+    """An absolute peak LR at every batch instead (null: from the exponent); warmup still
+    starts at base_lr, and there is none when the peak is not above it."""
 
 
 @dataclass(frozen=True)
 class Rule:
-    """An LR rule: the peak LR grows as base_lr x k ** exponent, k = global batch / base batch."""
+    """An LR rule: the peak LR grows as base_lr x k ** exponent, k = global batch / base batch.
+
+    Its traits travel with it: ``run.json`` records them (``lr_rule_own_recipe``,
+    ``lr_rule_order``) and the reports read them, so no list of rule names is kept elsewhere.
+    """
 
     name: str
     exponent: float | None  # None: the config's `exponent` (the power rule)
     config: LRRuleConfig  # its default config (the `lr_rule=NAME` group option)
     warms_up: bool = False
     optimizer: str = "sgd"  # "lars" swaps in the LARS optimizer
+    own_recipe: bool = False  # brings its own base LR and schedule, not the workload's
+    color: str | None = None  # the reports' colour for it (None: grey)
 
 
+# In the order the reports list them (their `lr_rule_order`).
 RULES: dict[str, Rule] = {
     r.name: r
     for r in (
-        Rule("naive", 0.0, LRRuleConfig("naive")),
-        Rule("linear", 1.0, LRRuleConfig("linear")),
-        Rule("linear_warmup", 1.0, LRRuleConfig("linear_warmup", 1.0), warms_up=True),
-        Rule("sqrt", 0.5, LRRuleConfig("sqrt")),
-        Rule("lars", 0.5, LARSRuleConfig(), warms_up=True, optimizer="lars"),
+        Rule("naive", 0.0, LRRuleConfig("naive"), color="#d62728"),
+        Rule("linear", 1.0, LRRuleConfig("linear"), color="#ff7f0e"),
+        Rule("linear_warmup", 1.0, LRRuleConfig("linear_warmup", 1.0), True, color="#2ca02c"),
+        Rule("sqrt", 0.5, LRRuleConfig("sqrt"), color="#1f77b4"),
+        Rule("lars", 0.5, LARSRuleConfig(), True, "lars", own_recipe=True, color="#9467bd"),
         Rule("power", None, PowerRuleConfig(), warms_up=True),
     )
 }
+
+
+def traits(rule: str) -> dict[str, bool | int]:
+    """The rule's traits as ``run.json`` records them."""
+    return {"lr_rule_own_recipe": RULES[rule].own_recipe, "lr_rule_order": list(RULES).index(rule)}
 
 
 def exponent_of(rule: str, exponent: float | None = None) -> float:
@@ -105,9 +121,17 @@ def exponent_of(rule: str, exponent: float | None = None) -> float:
 
 
 def peak_lr(
-    rule: str, base_lr: float, base_batch: int, global_batch: int, exponent: float | None = None
+    rule: str,
+    base_lr: float,
+    base_batch: int,
+    global_batch: int,
+    exponent: float | None = None,
+    absolute: float | None = None,
 ) -> float:
-    """The LR a rule reaches after warmup, before any decay."""
+    """The LR a rule reaches after warmup, before any decay (``absolute``: the power rule's
+    ``peak_lr``, the same at every batch)."""
+    if absolute is not None:
+        return float(absolute)
     return base_lr * (global_batch / base_batch) ** exponent_of(rule, exponent)
 
 
@@ -147,10 +171,18 @@ class LRPlan:
     gamma: float = 0.1
     power: float = 2.0
     exponent: float | None = None  # the power rule's
+    absolute_peak: float | None = None  # the power rule's `peak_lr`
 
     @property
     def peak(self) -> float:
-        return peak_lr(self.rule, self.base_lr, self.base_batch, self.global_batch, self.exponent)
+        return peak_lr(
+            self.rule,
+            self.base_lr,
+            self.base_batch,
+            self.global_batch,
+            self.exponent,
+            self.absolute_peak,
+        )
 
     @property
     def warmup_steps(self) -> int:

@@ -11,7 +11,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing import connection as mp_connection
@@ -22,7 +22,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from suite.measure.fingerprint import slurm_tasks_on_node
+from suite.runtime import rendezvous
+from suite.runtime.host import slurm_tasks_on_node
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,18 @@ def _submitit_tasks() -> int:
 
 
 def slurm_master_env() -> None:
-    """Under submitit or srun, point the env:// rendezvous at the first node unless already set."""
+    """Under submitit or srun, point the env:// rendezvous at the first node unless already
+    set; across nodes, at its address and over the interface that reaches it."""
+    master_from_user = "MASTER_ADDR" in os.environ
+    _slurm_master_defaults()
+    try:
+        rendezvous.prepare(os.environ, master_is_node_name=not master_from_user)
+    except rendezvous.Unreachable as exc:
+        print(f"dpsuite: error: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+
+
+def _slurm_master_defaults() -> None:
     env = os.environ
     if env.get("SUBMITIT_EXECUTOR") and "MASTER_ADDR" not in env:
         from submitit.helpers import TorchDistributedEnvironment
@@ -143,8 +155,28 @@ def spawn_local(
     """
     # Each child picks the thread count up at import; set it before they start.
     os.environ["OMP_NUM_THREADS"] = str(threads_per_worker)
-    if sys.platform.startswith("linux"):
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # all ranks are on this host
+    with loopback_for_local_ranks():
+        _spawn_and_supervise(fn, args, nprocs, start_method, scratch)
+
+
+@contextlib.contextmanager
+def loopback_for_local_ranks() -> Iterator[None]:
+    """GLOO_SOCKET_IFNAME=lo (unless set) while workers that all live on this host start.
+    Only for them: a job submitted later from this process (a SLURM sweep run in-process)
+    inherits this environment, and loopback cannot reach another node."""
+    if not sys.platform.startswith("linux") or "GLOO_SOCKET_IFNAME" in os.environ:
+        yield
+        return
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    try:
+        yield
+    finally:
+        os.environ.pop("GLOO_SOCKET_IFNAME", None)
+
+
+def _spawn_and_supervise(
+    fn: Callable[..., None], args: tuple, nprocs: int, start_method: str, scratch: Path | None
+) -> None:
     if scratch is not None:
         scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="dpsuite-store-", dir=scratch) as tmp:

@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from suite.engine import distributed as dd
+from suite.runtime import distributed as dd
 from suite.sync.base import SyncStrategy
 
 

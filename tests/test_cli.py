@@ -1,0 +1,134 @@
+"""The `dpsuite` command line itself: its generated help, shell completion (through a real bash)
+and what `run --help` loads."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from suite.cli import completion
+from suite.cli.main import COMMANDS
+from tests.conftest import REPO
+
+
+def test_help_lists_every_command(dpsuite, capsys):
+    assert dpsuite("--help") == 0
+    out = capsys.readouterr().out
+    listed = [line.split()[0] for line in out.splitlines() if line.startswith("    ")]
+    assert set(COMMANDS) <= set(listed), out
+    assert "export" in listed
+
+
+def test_no_command_prints_help_and_fails(dpsuite, capsys):
+    assert dpsuite() == 2
+    assert "commands:" in capsys.readouterr().out
+
+
+def test_unknown_option_is_one_line(dpsuite, capsys):
+    assert dpsuite("--frobnicate") == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "dpsuite: error: unrecognized arguments: --frobnicate (see dpsuite --help)"
+
+
+@pytest.mark.parametrize(
+    "line,expected",
+    [
+        ("dpsuite ", set(COMMANDS)),
+        ("dpsuite ex", {"export"}),
+        ("dpsuite sweep sc", {"scaling"}),
+        ("dpsuite sweep scaling work", {"workers=", "workload=", "workload."}),
+        ("dpsuite run workload=t", {"workload=tiny_gpt"}),
+        ("dpsuite run sync=p", {"sync=param_server", "sync=powersgd"}),
+        ("dpsuite run lr_rule=linear_warmup lr_rule.war", {"lr_rule.warmup_epochs="}),
+        ("dpsuite run --dr", {"--dry-run"}),
+        ("dpsuite export ", {"parquet", "tensorboard", "wandb"}),
+        ("dpsuite compare --fa", {"--fail-below"}),
+        ("python -m suite rep", {"report"}),
+    ],
+)
+def test_completion_candidates(line, expected):
+    assert set(completion.candidates(line, COMMANDS)) == expected
+
+
+def test_presets_offered_are_the_runnable_ones():
+    offered = completion.candidates("dpsuite sweep ", COMMANDS)
+    assert "convergence" in offered
+    assert not [name for name in offered if name.startswith("_")]  # shared parts, not presets
+
+
+def test_unknown_completion_action_is_one_line(dpsuite, capsys):
+    assert dpsuite("-sc", "install=fish") == 2
+    assert capsys.readouterr().err.startswith("dpsuite: error: -sc install=fish: choose one of")
+
+
+@pytest.fixture
+def dpsuite_on_path(tmp_path) -> dict[str, str]:
+    """An environment whose `dpsuite` is this tree's, as an installed console script is."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "dpsuite"
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} -m suite "$@"\n')
+    script.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("both", [False, True])
+def test_bash_completes_through_the_installed_script(dpsuite_on_path, both):
+    """Hydra's bash script, as `dpsuite -sc install=bash` prints it (or `dpsuite run -sc ...`,
+    Hydra's spelling), calls `dpsuite -sc query=bash`; bash's COMPREPLY is what a TAB shows."""
+    install = "dpsuite run --shell-completion install=bash" if both else "dpsuite -sc install=bash"
+    program = f"""
+eval "$({install})"
+complete -p dpsuite
+COMP_LINE='dpsuite run workload=mnist1d_m'; COMP_POINT=${{#COMP_LINE}}; COMP_CWORD=2
+hydra_bash_completion
+echo "reply: ${{COMPREPLY[*]}}"
+"""
+    done = subprocess.run(
+        ["bash", "-c", program],
+        env=dpsuite_on_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "hydra_bash_completion dpsuite" in done.stdout
+    assert "reply: workload=mnist1d_mlp" in done.stdout, done.stdout + done.stderr
+
+
+def test_run_help_loads_no_results_or_launch_code():
+    """`dpsuite run --help` reads the config only: what runs, reports and sync need stays
+    unloaded (their imports are what made it slow)."""
+    check = (
+        "import contextlib, io, sys\n"
+        "from suite.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    assert main(['run', '--help']) == 0\n"
+        "assert 'workload.num_samples' in out.getvalue() or 'workload=' in out.getvalue()\n"
+        "heavy = ['pandas', 'suite.engine.launch', 'suite.sync.registry', 'suite.sweep.runner',\n"
+        "         'suite.results.load', 'matplotlib']\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_sync_configs_match_the_strategies():
+    """The torch-free config list names the same strategies, with the same configs."""
+    from suite import sync
+
+    assert {n: s.Config for n, s in sync.STRATEGIES.items()} == sync.CONFIGS
