@@ -80,12 +80,17 @@ def test_tiny_gpt_predicts_every_next_token_and_reads_text(tmp_path):
     assert t.train_x[0].tolist() == list(b"hello wo")
 
 
+GPT2_TINY = ["layers=2", "width=32", "heads=2", "context=16", "vocab_size=128", "num_samples=400"]
+VISION_TINY = dict(arch="resnet18", image_size=32, num_classes=10, num_samples=40)
+
 # Every registered workload, made small enough for a test: a new one adds its line here.
 TINY = {
     "mnist1d_mlp": ["workload=mnist1d_mlp", "workload.num_samples=2000"],
     "mnist1d_cnn": ["workload=mnist1d_cnn", "workload.num_samples=2000"],
     "cifar_resnet": TINY_RESNET,
     "tiny_gpt": TINY_GPT,
+    "gpt2": ["workload=gpt2", *(f"workload.{kv}" for kv in GPT2_TINY)],
+    "torchvision": ["workload=torchvision", *(f"workload.{k}={v}" for k, v in VISION_TINY.items())],
 }
 
 
@@ -97,6 +102,8 @@ def test_every_registered_workload_has_a_small_configuration_for_the_tests():
 @pytest.mark.parametrize("name", sorted(workloads.REGISTRY))
 def test_two_workers_train_a_few_steps(dpsuite, tmp_path, name):
     """The registry's contract: every workload builds, and two DDP workers train it."""
+    if name == "torchvision":
+        pytest.importorskip("torchvision", reason="torchvision models need dpsuite[vision]")
     args = [*TINY[name], "workers=2", "batch.per_worker=8", "train.max_steps=12"]
     assert dpsuite("run", *args, f"results_dir={tmp_path}", "timing.calibration_steps=3") == 0
     rec = read_run(only_run(tmp_path))
