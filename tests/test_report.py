@@ -1154,7 +1154,10 @@ def test_study_counts_missed_seeds_finds_the_oracle_knee_and_the_fastest_way(stu
         f"{approx(b_crit)} (95 % interval "
     )
     assert (
-        study_report.headline[1].endswith(f"predicted / fitted = {near / b_crit:.2g}.")
+        study_report.headline[1].endswith(
+            f"predicted / fitted = {near / b_crit:.2g}; an estimate: batch 32, 64, 128 not known "
+            "to be tuned (too few LRs, or the best at the edge of those tried)."
+        )
         and f"near the target predicts ≈ {approx(near)} (" in study_report.headline[1]
     )
     assert study_report.headline[2] == (

@@ -273,6 +273,12 @@ def knee_and_prediction(study: studies.TargetStudy) -> str | None:
                 f"({findings.interval_text((near.low, near.high))}): predicted / fitted = "
                 f"{near.batch / fit.b_crit:.2g}"
             )
+        flagged = sorted(set(map(int, study.untuned["global_batch"])) - set(untuned))
+        if flagged:
+            sentence += (
+                f"; an estimate: batch {', '.join(map(str, flagged))} not known to be tuned "
+                "(too few LRs, or the best at the edge of those tried)"
+            )
         return sentence + "."
     knee = study.knee
     if knee is None:
