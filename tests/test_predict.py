@@ -241,9 +241,11 @@ def test_flops_per_sample_is_never_guessed(dpsuite, tmp_path, capsys):
 def test_published_table(dpsuite, capsys):
     assert dpsuite("predict", "--published") == 0
     out = capsys.readouterr().out
-    assert out.startswith("| result | hardware | GPUs | published | predicted | points | terms |")
+    assert out.startswith(
+        "| result | hardware | GPUs | published | without NCCL's SMs | predicted | points | terms |"
+    )
     assert "| Horovod, VGG-16, 512 GPUs | `horovod-pascal-25gbe` | 512 | 68.0 % |" in out
-    assert "torch-ddp on nccl 2.8.4: ring; 161 tensors, DDP buckets; bound |" in out
+    assert "ring; 161 tensors, DDP buckets; NCCL's SMs 12/80; bound |" in out
 
 
 @pytest.mark.parametrize(

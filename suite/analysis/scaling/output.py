@@ -90,13 +90,15 @@ def format_fit(fit: Fit, batch: int, workers: list[int], baseline: int = 1) -> s
 def format_published(table: pd.DataFrame) -> str:
     """The published-vs-predicted table as Markdown (the README carries the same)."""
     lines = [
-        "| result | hardware | GPUs | published | predicted | points | terms |",
-        "|---|---|---|---|---|---|---|",
+        "| result | hardware | GPUs | published | without NCCL's SMs | predicted | points "
+        "| terms |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in table.itertuples():
         gpus = f"{r.baseline_workers} → {r.workers}" if r.baseline_workers > 1 else f"{r.workers}"
         lines.append(
             f"| {r.label} | `{r.profile}` | {gpus} | {100 * r.published_efficiency:.1f} % "
+            f"| {100 * r.without_sm_share:.1f} % "
             f"| {100 * r.predicted_efficiency:.1f} % | {r.difference_points:+.1f} | {r.terms} |"
         )
     return "\n".join(lines)

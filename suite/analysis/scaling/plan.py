@@ -129,15 +129,17 @@ def plan_fit(
     measured = ["compute"] if samples_per_s is not None else []
     measured += ["straggler jitter"] if overheads.step_samples else []
     measured += ["node efficiency"] if overheads.node_efficiency is not None else []
+    library = library or Library(nccl_ll128=profile.nccl_ll128)
     model = ScalingModel(
         topology=profile.topology,
         compute=compute,
         grad_bytes=workload.params * per_param,
         bucket_bytes=bucket_mb * MIB,
-        library=library or Library(nccl_ll128=profile.nccl_ll128),
+        library=library,
         tensor_bytes=tuple(float(n * per_param) for n in workload.tensors),
         overheads=overheads,
         measured=tuple(measured),
         grad_element_bytes=per_param,
+        comm_sm_share=profile.comm_sm_share() if library.backend == "nccl" else 0.0,
     )
     return Fit(profile.name, workload.name, model, pd.DataFrame())
