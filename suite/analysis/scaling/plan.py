@@ -101,10 +101,12 @@ def plan_fit(
     grad_dtype: str | None = None,
     library: Library | None = None,
     overheads: Overheads | None = None,
+    nccl_channels: int | None = None,
 ) -> Fit:
     """The workload on the profile's hardware: nothing measured here, so nothing validated.
 
-    ``grad_dtype``: the gradients' dtype on the wire (default: fp32, DDP's under autocast).
+    ``grad_dtype``: the gradients' dtype on the wire (default: fp32, DDP's under autocast);
+    ``nccl_channels``: NCCL's channels on a node (default: the profile's).
     """
     for label, value in (
         ("--params", workload.params),
@@ -140,6 +142,6 @@ def plan_fit(
         overheads=overheads,
         measured=tuple(measured),
         grad_element_bytes=per_param,
-        comm_sm_share=profile.comm_sm_share() if library.backend == "nccl" else 0.0,
+        comm_sm_share=profile.comm_sm_share(nccl_channels) if library.backend == "nccl" else 0.0,
     )
     return Fit(profile.name, workload.name, model, pd.DataFrame())
