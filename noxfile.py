@@ -112,7 +112,7 @@ def stress(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff lint and format check; the layers of README's Code layout (import-linter)."""
+    """ruff lint and format check; the layers of Code layout (docs/development.md)."""
     session.install("ruff==0.17.6", "import-linter==2.17")  # pinned: formatting differs
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")

@@ -8,7 +8,7 @@ from suite.sweep.runner import part_overrides, planned
 from workloads.vision import torchvision_problem
 
 PARTS = {"resnet50": "scaling_models_resnet50", "gpt2": "scaling_models_gpt2"}
-# The CPU sizes the README gives for this preset.
+# The CPU sizes docs/workloads.md gives for this preset.
 CPU = [
     "device=cpu",
     "precision=fp32",

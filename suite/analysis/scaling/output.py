@@ -88,7 +88,7 @@ def format_fit(fit: Fit, batch: int, workers: list[int], baseline: int = 1) -> s
 
 
 def format_published(table: pd.DataFrame) -> str:
-    """The published-vs-predicted table as Markdown (the README carries the same)."""
+    """The published-vs-predicted table as Markdown (docs/scaling-model.md carries the same)."""
     lines = [
         "| result | hardware | GPUs | published | without NCCL's SMs | predicted | points "
         "| terms |",
