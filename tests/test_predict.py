@@ -156,7 +156,7 @@ def test_planning_from_a_single_gpu_throughput(dpsuite, tmp_path):
 
 
 def test_nccls_channels_slow_the_overlapped_backward_pass_by_their_share_of_the_sms(
-    dpsuite, tmp_path
+    dpsuite, tmp_path, capsys
 ):
     vgg = ("predict", "--profile", "dgx1-v100", "--params", "138.4e6", "--samples-per-s", "400")
     slowdown = {}
@@ -165,6 +165,9 @@ def test_nccls_channels_slow_the_overlapped_backward_pass_by_their_share_of_the_
         given = ("--nccl-channels", channels) if channels == "1" else ()
         args = ("--batch", "64", "--workers", "1,8", "--out", str(out))
         assert dpsuite(*vgg, *args, *given) == 0
+        printed = capsys.readouterr().out
+        assert f"it holds {100 * int(channels) / 80:.1f} % of the GPU's SMs" in printed
+        assert "NCCL's SMs" in printed.splitlines()[-2]  # the 8-worker line
         pred = pd.read_csv(out / "predictions.csv").set_index("workers")
         assert pred.loc[1, "comm_sm_slowdown_s"] == 0.0
         slowdown[channels] = pred.loc[8, "comm_sm_slowdown_s"]

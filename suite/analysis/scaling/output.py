@@ -32,8 +32,11 @@ def describe_model(fit: Fit) -> list[str]:
     lines = [
         f"   links: inside a node {_link(top.intra)} per rank; {network}",
         f"   all-reduce: {m.library.describe()}, algorithms {', '.join(m.library.algorithms())}"
+        + (f" (NCCL's tuning model of {NCCL_MODEL_VERSION})" if m.library.backend == "nccl" else "")
         + (
-            f" (NCCL's tuning model of {NCCL_MODEL_VERSION})" if m.library.backend == "nccl" else ""
+            f"; it holds {100 * m.comm_sm_share:.1f} % of the GPU's SMs while it runs"
+            if m.comm_sm_share
+            else ""
         ),
         f"   compute {m.compute.fixed_s * 1e3:.3f} ms + {m.compute.per_sample_s * 1e6:.2f} "
         f"us/sample ({100 * m.compute.backward_fraction:.0f} % of it backward); gradients "
@@ -82,6 +85,7 @@ def format_fit(fit: Fit, batch: int, workers: list[int], baseline: int = 1) -> s
             f"    {mark}workers {r.workers:>4}  nodes {r.nodes:>3}  {algorithm:<16}"
             f"step {r.step_time_s * 1e3:9.3f} ms  exposed comm {r.exposed_comm_s * 1e3:8.3f} ms"
             + (f"  wait+overhead {wait * 1e3:7.3f} ms" if wait > 0 else "")
+            + (f"  NCCL's SMs {r.comm_sm_slowdown_s * 1e3:7.3f} ms" if r.comm_sm_slowdown_s else "")
             + f"  {r.samples_per_s:11,.0f} samples/s  efficiency {100 * r.efficiency:5.1f} %"
         )
     return "\n".join(lines)
