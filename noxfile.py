@@ -12,6 +12,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 
 import nox
@@ -22,6 +23,7 @@ nox.options.reuse_existing_virtualenvs = True
 TORCH = os.environ.get("DPSUITE_TORCH", "torch==2.13.0")
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 SLURM_SCRIPT = "tests/cluster/slurm.sh"
+DEFAULT_TESTS = "not slow and not browser and not multinode and not cluster"
 
 # torchvision is built against one torch release: the pair must match (PyPI's latest
 # torchvision fails to import beside an older torch). DPSUITE_VISION_PAIR chooses another pair.
@@ -46,9 +48,10 @@ def install_suite(session: nox.Session, extras: str = "") -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite (unit, multi-process DDP, end to end); slow stress tests excluded."""
+    """The test suite (unit, multi-process DDP, end to end, SLURM's main cases); slow stress
+    tests and second-order cluster cases excluded. Ends with the 25 slowest tests."""
     install_suite(session, "[dev,slurm,parquet,tensorboard,wandb]")
-    session.run("pytest", "-m", "not slow and not browser and not multinode", *session.posargs)
+    session.run("pytest", "-m", DEFAULT_TESTS, "--durations=25", *session.posargs)
 
 
 @contextlib.contextmanager
@@ -122,9 +125,14 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """The main job on a fresh machine: the `demo` sweeps (scaling, convergence), then a report."""
+    """The main job on a fresh machine: the `demo` sweeps (scaling, convergence), then a report.
+
+    `dpsuite demo` ends with where its time went; the virtualenv and installs come first here."""
+    started = time.perf_counter()
     install_suite(session)
+    setup = time.perf_counter() - started
     session.run("dpsuite", "demo", *session.posargs)
+    session.log(f"installs into the virtualenv (before dpsuite demo): {setup:.1f} s")
 
 
 @nox.session

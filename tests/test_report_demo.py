@@ -56,6 +56,20 @@ def test_hardware_tag_reaches_the_benchmark():
     assert demo.hardware_tag([]) is None
 
 
+def test_the_demo_ends_with_where_its_time_went():
+    seconds = {"demo_scaling": 80.0, "demo_baseline": 50.5, "all-reduce benchmark": 12.0}
+    lines = demo.time_table({**seconds, "report": 7.5}, data_seconds=14.25).splitlines()
+    assert lines[0] == "where the time went (wall seconds):"
+    assert [line.split() for line in lines[1:3]] == [
+        ["sweep", "demo_scaling", "80.0"],
+        ["sweep", "demo_baseline", "50.5"],
+    ]
+    assert lines[3].split() == ["all-reduce", "benchmark", "12.0"]
+    assert lines[5].startswith("  (data generated or read") and lines[5].endswith(" 14.2")
+    assert lines[6].split() == ["total", "150.0"]  # the data is inside the sweeps: not added
+    assert len({len(line) for line in lines[1:]}) == 1  # one column of seconds
+
+
 @pytest.mark.slow
 def test_a_shrunk_demo_end_to_end(tmp_path, monkeypatch, capsys):
     """The demo's code path on tiny data: sweeps, all-reduce benchmark, summary, headline,
@@ -74,6 +88,7 @@ def test_a_shrunk_demo_end_to_end(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "In short:" in out and "report written to reports/demo/index.html" in out
     assert "All-reduce bus bandwidth (2 ranks" in out
+    assert "where the time went (wall seconds):" in out and "sweep demo_convergence" in out
     report = Path("reports/demo/index.md").read_text()
     assert "## Findings" in report and "throughput.png" in report
     benches = list(Path("results/demo/comm_bench").glob("*/comm_bench.json"))

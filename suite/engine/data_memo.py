@@ -7,12 +7,14 @@ The tensors are shared read-only: the training loop indexes them and never write
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 
 from workloads.base import Data, Workload
 
 KEEP = 2  # datasets kept; a sweep usually cycles through one or two
 _memo: OrderedDict[tuple, Data] = OrderedDict()
+_seconds_loading = 0.0  # spent in load_data() by this process (generating or reading data)
 
 
 def load_data(workload: Workload) -> Data:
@@ -21,7 +23,10 @@ def load_data(workload: Workload) -> Data:
     if key in _memo:
         _memo.move_to_end(key)
         return _memo[key]
+    global _seconds_loading
+    started = time.perf_counter()
     data = workload.load_data()
+    _seconds_loading += time.perf_counter() - started
     _memo[key] = data
     while len(_memo) > KEEP:
         _memo.popitem(last=False)
@@ -30,3 +35,8 @@ def load_data(workload: Workload) -> Data:
 
 def clear() -> None:
     _memo.clear()
+
+
+def seconds_loading() -> float:
+    """Seconds this process has spent generating or reading datasets (memo misses)."""
+    return _seconds_loading

@@ -4,12 +4,14 @@ It runs the `demo` sweep preset (a scaling sweep with real worker processes, the
 sweep with simulated workers), measures the all-reduce with `dpsuite comm-bench` (settings under
 ``comm_bench`` in the preset), prints what it found and the report's headline, and builds the
 report. Rerunning it resumes: complete runs and an existing all-reduce benchmark are kept.
+Last, it prints where its wall time went: each part, the data, the benchmark, the report.
 """
 
 from __future__ import annotations
 
 import math
 import sys
+import time
 from importlib import resources
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from omegaconf import OmegaConf
 
 from suite import results
 from suite.conf import compose as preflight
+from suite.engine import data_memo
 from suite.sweep import runner as sweep
 
 DEMO_PRESET = "demo"
@@ -26,21 +29,44 @@ REPORTS_DIR = Path("reports")
 
 def run_demo(extra: list[str]) -> int:
     """Run the demo sweeps and the all-reduce benchmark (resuming), then summarise and report."""
-    code = sweep.run_sweep(DEMO_PRESET, extra)
+    seconds: dict[str, float] = {}
+    data_before = data_memo.seconds_loading()
+    code = sweep.run_sweep(DEMO_PRESET, extra, seconds)
+    data_seconds = data_memo.seconds_loading() - data_before
     results_dir = Path(sweep.composite_results_dir(DEMO_PRESET, extra))
+    started = time.perf_counter()
     code = max(code, measure_allreduce(results_dir, hardware_tag(extra)))
+    seconds["all-reduce benchmark"] = time.perf_counter() - started
     print()
     print(summary_tables(results_dir))
     from suite.analysis.report.build import build_report
 
+    started = time.perf_counter()
     written = build_report(results_dir, REPORTS_DIR / results_dir.name)
+    seconds["report"] = time.perf_counter() - started
     for warning in written.warnings:
         print(f"dpsuite: warning: {warning}", file=sys.stderr)
     print("\nIn short:")
     for sentence in written.headline:
         print(f"* {sentence.replace('`', '')}")
     print(f"\nreport written to {written.out / 'index.html'} (and index.md, summary.csv)")
+    print(f"\n{time_table(seconds, data_seconds)}")
     return code
+
+
+def time_table(seconds: dict[str, float], data_seconds: float) -> str:
+    """Wall seconds by phase; the sweeps' time spent generating or reading data shown apart."""
+    rows = [
+        (f"sweep {name}" if name.startswith(DEMO_PRESET) else name, s)
+        for name, s in seconds.items()
+    ]
+    data_label = "(data generated or read, inside the sweeps)"
+    width = max(len(name) for name, _ in [*rows, (data_label, 0.0)])
+    lines = ["where the time went (wall seconds):"]
+    lines += [f"  {name:<{width}}  {s:6.1f}" for name, s in rows]
+    lines.append(f"  {data_label:<{width}}  {data_seconds:6.1f}")
+    lines.append(f"  {'total':<{width}}  {sum(seconds.values()):6.1f}")
+    return "\n".join(lines)
 
 
 def hardware_tag(overrides: list[str]) -> str | None:

@@ -25,6 +25,7 @@ import json
 import os
 import shlex
 import socket
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -407,15 +408,22 @@ def part_overrides(overrides: list[str], subdir: str, parts: dict[str, str]) -> 
     return out
 
 
-def run_sweep(preset: str | None, overrides: list[str]) -> int:
-    """`dpsuite sweep NAME ...` (and `dpsuite run -m ...` with ``preset=None``)."""
+def run_sweep(
+    preset: str | None, overrides: list[str], seconds: dict[str, float] | None = None
+) -> int:
+    """`dpsuite sweep NAME ...` (and `dpsuite run -m ...` with ``preset=None``).
+
+    ``seconds``, when given, receives each part's wall time under its preset's name."""
     command = shlex.join(["dpsuite", *(["sweep", preset] if preset else ["run", "-m"]), *overrides])
     sweeps = planned(preset, overrides)  # every part checked before the first one starts
     code = 0
     dirs = [d for sweep in sweeps for d in sweep.results_dirs]
     with results_lock.for_launcher(dirs, command), progress.activated(progress.for_terminal()):
         for sweep in sweeps:
+            started = time.perf_counter()
             code = max(code, sweep.run())
+            if seconds is not None:
+                seconds[sweep.label] = time.perf_counter() - started
     return code
 
 
