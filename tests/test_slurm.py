@@ -83,6 +83,33 @@ def live_jobs(out: Path) -> list[str]:
     return sorted(j for j, s in slurm.states(ids).items() if s.live)
 
 
+# Two runs long enough (seconds, not the default epochs' 500 steps that end before the
+# interrupt lands) to be interrupted while the first trains and the second is pending.
+INTERRUPTED = ["train.max_steps=4000", "train.epochs=200", "seed=0,1"]
+
+
+def interrupt_when_running(out: Path, sig: int) -> str:
+    """Start the two-run sweep, send ``sig`` to its process group once a job trains; its output."""
+    proc = start(out, *INTERRUPTED)
+    try:
+        wait_for("a job to run", lambda: running_run(out, "4000"))
+        os.killpg(proc.pid, sig)
+        return proc.communicate(timeout=TIMEOUT_S)[0]
+    finally:
+        proc.kill()
+
+
+def rerun(out: Path) -> subprocess.CompletedProcess:
+    """The same two-run sweep again, in a fresh interpreter."""
+    return subprocess.run(
+        [sys.executable, "-m", "suite", *sweep_args(out, *INTERRUPTED)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+
+
 def test_cpu_sweep_with_the_launcher_defaults_completes_and_shows_its_jobs(
     dpsuite, tmp_path, capsys
 ):
@@ -177,54 +204,40 @@ def test_a_request_slurm_can_never_run_is_one_error_line(dpsuite, tmp_path, caps
 
 def test_ctrl_c_cancels_the_jobs_and_a_rerun_resumes_without_duplicates(tmp_path):
     out = tmp_path / "res"
-    # 4000 steps (seconds, not the default epochs' 500 steps that end before the interrupt lands)
-    extra = ["train.max_steps=4000", "train.epochs=200", "seed=0,1"]
-
-    def interrupt_when_running(sig: int) -> str:
-        proc = start(out, *extra)
-        try:
-            wait_for("a job to run", lambda: running_run(out, "4000"))
-            os.killpg(proc.pid, sig)
-            return proc.communicate(timeout=TIMEOUT_S)[0]
-        finally:
-            proc.kill()
-
-    # Ctrl-C: the jobs are cancelled and gone before the command returns.
-    output = interrupt_when_running(signal.SIGINT)
+    output = interrupt_when_running(out, signal.SIGINT)
+    # Ctrl-C: the running and the pending job are cancelled and gone before the command returns.
     assert "cancelling 2 SLURM jobs" in output and "dpsuite: interrupted" in output, output
     assert manifest(out)["state"] == "interrupted" and len(manifest(out)["jobs"]) == 2
     assert not live_jobs(out)
     assert "running" not in {r["status"] for r in records(out).values()}
-
-    # SIGKILL: nothing cancels the jobs, so a rerun while they live is refused in one line.
-    interrupt_when_running(signal.SIGKILL)
-    assert live_jobs(out)
-    rerun = subprocess.run(
-        [sys.executable, "-m", "suite", *sweep_args(out, *extra)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    err = rerun.stderr.strip().splitlines()
-    assert rerun.returncode == 2 and len(err) == 1, rerun.stderr
-    assert "SLURM jobs of an earlier sweep" in err[0] and "scancel" in err[0]
-    wait_for("the orphaned jobs to end", lambda: not live_jobs(out), timeout=TIMEOUT_S)
-
-    # The rerun resumes: every run once, each complete (run by the orphans or again now).
-    done = subprocess.run(
-        [sys.executable, "-m", "suite", *sweep_args(out, *extra)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
+    # The rerun resumes: every run once, each complete.
+    done = rerun(out)
     assert done.returncode == 0, done.stdout + done.stderr
     recs = records(out)
     assert len(recs) == 2 and {r["status"] for r in recs.values()} == {"complete"}
     assert manifest(out)["state"] == "finished"
 
 
+@pytest.mark.cluster
+def test_a_rerun_while_a_killed_commands_jobs_live_is_refused_then_resumes(tmp_path):
+    out = tmp_path / "res"
+    # SIGKILL: nothing cancels the jobs, so a rerun while they live is refused in one line.
+    interrupt_when_running(out, signal.SIGKILL)
+    assert live_jobs(out)
+    refused = rerun(out)
+    err = refused.stderr.strip().splitlines()
+    assert refused.returncode == 2 and len(err) == 1, refused.stderr
+    assert "SLURM jobs of an earlier sweep" in err[0] and "scancel" in err[0]
+    wait_for("the orphaned jobs to end", lambda: not live_jobs(out), timeout=TIMEOUT_S)
+    # The rerun resumes: every run once, each complete (run by the orphans or again now).
+    done = rerun(out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    recs = records(out)
+    assert len(recs) == 2 and {r["status"] for r in recs.values()} == {"complete"}
+    assert manifest(out)["state"] == "finished"
+
+
+@pytest.mark.cluster
 def test_srun_tasks_record_their_workers_per_host(tmp_path):
     """`srun -n2 dpsuite run ...`: the two tasks are the two ranks of one run on this node."""
     done = subprocess.run(
