@@ -99,6 +99,15 @@ def interrupt_when_running(out: Path, sig: int) -> str:
         proc.kill()
 
 
+def assert_rerun_resumes(out: Path) -> None:
+    """The sweep run again completes with every run once, each complete."""
+    done = rerun(out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    recs = records(out)
+    assert len(recs) == 2 and {r["status"] for r in recs.values()} == {"complete"}
+    assert manifest(out)["state"] == "finished"
+
+
 def rerun(out: Path) -> subprocess.CompletedProcess:
     """The same two-run sweep again, in a fresh interpreter."""
     return subprocess.run(
@@ -210,12 +219,7 @@ def test_ctrl_c_cancels_the_jobs_and_a_rerun_resumes_without_duplicates(tmp_path
     assert manifest(out)["state"] == "interrupted" and len(manifest(out)["jobs"]) == 2
     assert not live_jobs(out)
     assert "running" not in {r["status"] for r in records(out).values()}
-    # The rerun resumes: every run once, each complete.
-    done = rerun(out)
-    assert done.returncode == 0, done.stdout + done.stderr
-    recs = records(out)
-    assert len(recs) == 2 and {r["status"] for r in recs.values()} == {"complete"}
-    assert manifest(out)["state"] == "finished"
+    assert_rerun_resumes(out)  # every run once, each complete
 
 
 @pytest.mark.cluster
@@ -229,12 +233,7 @@ def test_a_rerun_while_a_killed_commands_jobs_live_is_refused_then_resumes(tmp_p
     assert refused.returncode == 2 and len(err) == 1, refused.stderr
     assert "SLURM jobs of an earlier sweep" in err[0] and "scancel" in err[0]
     wait_for("the orphaned jobs to end", lambda: not live_jobs(out), timeout=TIMEOUT_S)
-    # The rerun resumes: every run once, each complete (run by the orphans or again now).
-    done = rerun(out)
-    assert done.returncode == 0, done.stdout + done.stderr
-    recs = records(out)
-    assert len(recs) == 2 and {r["status"] for r in recs.values()} == {"complete"}
-    assert manifest(out)["state"] == "finished"
+    assert_rerun_resumes(out)  # every run once, each complete (by the orphans or again now)
 
 
 @pytest.mark.cluster
