@@ -8,6 +8,7 @@ way a benchmark run is compared with a saved one, so that ``--fail-below`` can g
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,15 +16,13 @@ import numpy as np
 import pandas as pd
 
 from suite import results
-from suite.analysis.report import data, findings, plots, render, stats
-from suite.analysis.report.build import (
-    FigureWriter,
-    Written,
-    display_path,
-    machines_lines,
-    plural,
-    prepare_out,
-)
+from suite.analysis.report import data, render, stats
+from suite.analysis.report.meta import display_path, machines_lines
+from suite.analysis.report.output import FigureWriter, Written, prepare_out
+from suite.analysis.report.section import Section
+from suite.analysis.report.sections import comm as comm_section
+from suite.analysis.report.sections import scaling as scaling_section
+from suite.analysis.report.text import plural
 from suite.errors import UserError
 from suite.results import owned
 
@@ -407,36 +406,14 @@ def build_compare(
         )
         owned.write(out / "ratios.csv", ratios.to_csv(index=False))
     figs = FigureWriter(out)
-    by_machine = ("machine", "workload", "per_worker_batch")
-    scaling = data.scaling_table(runs, always=by_machine) if not runs.empty else pd.DataFrame()
-    if not scaling.empty:
-        figs.add(
-            "throughput",
-            plots.throughput_vs_workers(scaling, machines),
-            "Throughput vs workers, per machine",
-            "One panel per workload; colour: machine, marker: per-worker batch. Median measured "
-            "samples/s of complete DDP runs (bars: 95 % bootstrap interval over repeats); "
-            "dashed: ideal linear scaling; hollow: oversubscribed.",
-        )
-        figs.add(
-            "efficiency",
-            plots.efficiency_vs_workers(scaling, machines),
-            "Scaling efficiency vs workers, per machine",
-            "Throughput at N workers over N × the throughput at the smallest worker count, on "
-            "the same machine; colour: machine, marker: per-worker batch.",
-        )
-        report.findings += findings.scaling_findings(scaling)
-        report.file("Scaling")
-    if not comm.empty:
-        figs.add(
-            "allreduce_bandwidth",
-            plots.allreduce_bandwidth(comm, machines),
-            f"{data.collectives_label(comm)} bandwidth vs message size, per machine",
-            "From `dpsuite comm-bench`: busbw and algbw (nccl-tests definitions); colour: "
-            "machine (the collective when there are several), line style: rank count.",
-        )
-        report.findings += findings.comm_bench_findings(comm)
-        report.file("All-reduce")
+    for topic, part in (
+        (scaling_section.TOPIC, scaling_part(runs, machines)),
+        (comm_section.TOPIC, comm_part(comm, machines)),
+    ):
+        for plot in part.plots:
+            figs.add(plot)
+        report.findings += part.findings
+        report.file(topic)
     report.figures = figs.figures
     report.warnings = [w for t in trees for w in t.warnings]
     summary = data.summary_frame(runs) if not runs.empty else pd.DataFrame(columns=["machine"])
@@ -451,3 +428,45 @@ def build_compare(
         regressed=regressed,
         noisy=noisy,
     )
+
+
+def scaling_part(runs: pd.DataFrame, machines: list[str]) -> Section:
+    """Throughput and efficiency against workers, one colour per machine, and their findings."""
+    by_machine = ("machine", "workload", "per_worker_batch")
+    scaling = data.scaling_table(runs, always=by_machine) if not runs.empty else pd.DataFrame()
+    part = Section()
+    if scaling.empty:
+        return part
+    part.plot(
+        "throughput",
+        functools.partial(scaling_section.throughput_vs_workers, scaling, machines),
+        "Throughput vs workers, per machine",
+        "One panel per workload; colour: machine, marker: per-worker batch. Median measured "
+        "samples/s of complete DDP runs (bars: 95 % bootstrap interval over repeats); "
+        "dashed: ideal linear scaling; hollow: oversubscribed.",
+    )
+    part.plot(
+        "efficiency",
+        functools.partial(scaling_section.efficiency_vs_workers, scaling, machines),
+        "Scaling efficiency vs workers, per machine",
+        "Throughput at N workers over N × the throughput at the smallest worker count, on "
+        "the same machine; colour: machine, marker: per-worker batch.",
+    )
+    part.findings += scaling_section.scaling_findings(scaling)
+    return part
+
+
+def comm_part(comm: pd.DataFrame, machines: list[str]) -> Section:
+    """Every machine's comm-bench bandwidth in one plot, and its findings."""
+    part = Section()
+    if comm.empty:
+        return part
+    part.plot(
+        "allreduce_bandwidth",
+        functools.partial(comm_section.allreduce_bandwidth, comm, machines),
+        f"{data.collectives_label(comm)} bandwidth vs message size, per machine",
+        "From `dpsuite comm-bench`: busbw and algbw (nccl-tests definitions); colour: "
+        "machine (the collective when there are several), line style: rank count.",
+    )
+    part.findings += comm_section.comm_bench_findings(comm)
+    return part
