@@ -380,30 +380,12 @@ def build_compare(
             ),
         ],
     )
-    if len(ratios):
-        ratios["ratio_spread"] = ratios["ratio_high"] / ratios["ratio_low"]
-        ratios["too_noisy"] = too_noisy(ratios, max_spread)
-        ratios.attrs["max_spread"] = max_spread
-    regressed = regressions(ratios, fail_below) if fail_below is not None else pd.DataFrame()
-    noisy = regressed.iloc[0:0] if len(regressed) else pd.DataFrame()
-    if len(regressed) and not allow_noisy:
-        noisy, regressed = regressed[regressed["too_noisy"]], regressed[~regressed["too_noisy"]]
+    regressed, noisy = judge(ratios, fail_below, max_spread, allow_noisy)
     report.headline = ratio_findings(ratios, machines)
     if fail_below is not None and len(ratios):
         report.headline.append(regression_finding(regressed, ratios, fail_below, noisy))
     if len(ratios):
-        report.lead_tables.append(
-            render.Table(
-                f"Throughput B ÷ A per configuration ({pair_names(ratios)})",
-                ratio_display(ratios),
-                f"A is `{machines[0]}` (the first directory), B each other machine: B ÷ A > 1 "
-                "means B is faster. Median samples/s over the complete runs of each "
-                "configuration (seeds and repeats); in brackets the 95 % bootstrap interval of "
-                "the ratio, resampling each machine's runs (none with one run on a side); "
-                f"too noisy: its ends are more than {max_spread:g}× apart. "
-                "Every column is in `ratios.csv`.",
-            )
-        )
+        report.lead_tables.append(ratio_lead_table(ratios, machines, max_spread))
         owned.write(out / "ratios.csv", ratios.to_csv(index=False))
     figs = FigureWriter(out)
     for topic, part in (
@@ -427,6 +409,37 @@ def build_compare(
         ratios=ratios,
         regressed=regressed,
         noisy=noisy,
+    )
+
+
+def judge(
+    ratios: pd.DataFrame, fail_below: float | None, max_spread: float, allow_noisy: bool
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Mark each ratio's spread (and whether it is too noisy, in place); then (regressed, noisy):
+    the configurations below ``fail_below``, those too noisy to call kept apart unless
+    ``allow_noisy``."""
+    if len(ratios):
+        ratios["ratio_spread"] = ratios["ratio_high"] / ratios["ratio_low"]
+        ratios["too_noisy"] = too_noisy(ratios, max_spread)
+        ratios.attrs["max_spread"] = max_spread
+    regressed = regressions(ratios, fail_below) if fail_below is not None else pd.DataFrame()
+    noisy = regressed.iloc[0:0] if len(regressed) else pd.DataFrame()
+    if len(regressed) and not allow_noisy:
+        noisy, regressed = regressed[regressed["too_noisy"]], regressed[~regressed["too_noisy"]]
+    return regressed, noisy
+
+
+def ratio_lead_table(ratios: pd.DataFrame, machines: list[str], max_spread: float) -> render.Table:
+    """The ratio table, first in the report."""
+    return render.Table(
+        f"Throughput B ÷ A per configuration ({pair_names(ratios)})",
+        ratio_display(ratios),
+        f"A is `{machines[0]}` (the first directory), B each other machine: B ÷ A > 1 "
+        "means B is faster. Median samples/s over the complete runs of each "
+        "configuration (seeds and repeats); in brackets the 95 % bootstrap interval of "
+        "the ratio, resampling each machine's runs (none with one run on a side); "
+        f"too noisy: its ends are more than {max_spread:g}× apart. "
+        "Every column is in `ratios.csv`.",
     )
 
 

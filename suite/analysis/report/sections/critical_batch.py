@@ -30,6 +30,21 @@ from suite.analysis.report.text import approx, capital, pct, plural
 
 TOPIC = "Steps to target"
 PLOTS = ("gradient_noise_scale", "critical_batch")
+# What the critical-batch plot draws.
+CRITICAL_BATCH_CAPTION = (
+    "Black: the LR oracle's steps to target per global batch; dotted purple: S(B) = "
+    "S_min + E_min / B fitted to them (least squares in relative error, censored and "
+    "untuned batches left out), and its B_crit = E_min / S_min (purple line; band: 95 % "
+    "bootstrap interval over seeds). Green: B_simple near the target, the median over "
+    f"the LR oracle's runs of each run's B_simple pooled over the windows in the last "
+    f"{100 * cb.NEAR_TARGET:g} % of its steps before the target (band: 95 % bootstrap "
+    "interval of the median). Dashed: perfect scaling from the oracle's smallest batch "
+    f"B0; grey dotted: {cb.KNEE_FACTOR:g}× that. The knee (★) is the first batch where "
+    f"the steps leave {cb.KNEE_FACTOR:g}× perfect scaling, interpolated in log-log space "
+    "(a shaded band where only its bracket is known); green dash-dot: where "
+    "S = S_min (1 + B_noise/B) with B_noise the green value puts it, B_noise + "
+    f"{cb.KNEE_FACTOR:g}·B0."
+)
 
 
 def study_section(
@@ -80,18 +95,7 @@ def study_section(
                 study.split,
             ),
             f"Critical batch: fitted to steps to target vs predicted from the noise scale{about}",
-            "Black: the LR oracle's steps to target per global batch; dotted purple: S(B) = "
-            "S_min + E_min / B fitted to them (least squares in relative error, censored and "
-            "untuned batches left out), and its B_crit = E_min / S_min (purple line; band: 95 % "
-            "bootstrap interval over seeds). Green: B_simple near the target, the median over "
-            f"the LR oracle's runs of each run's B_simple pooled over the windows in the last "
-            f"{100 * cb.NEAR_TARGET:g} % of its steps before the target (band: 95 % bootstrap "
-            "interval of the median). Dashed: perfect scaling from the oracle's smallest batch "
-            f"B0; grey dotted: {cb.KNEE_FACTOR:g}× that. The knee (★) is the first batch where "
-            f"the steps leave {cb.KNEE_FACTOR:g}× perfect scaling, interpolated in log-log space "
-            "(a shaded band where only its bracket is known); green dash-dot: where "
-            "S = S_min (1 + B_noise/B) with B_noise the green value puts it, B_noise + "
-            f"{cb.KNEE_FACTOR:g}·B0.",
+            CRITICAL_BATCH_CAPTION,
         )
     part.findings += critical_batch_findings(study)
     return part

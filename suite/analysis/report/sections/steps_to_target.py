@@ -62,7 +62,6 @@ def study_section(
     time to target."""
     part = Section()
     target = f"{100 * study.target:g} %"
-    budget = f"{study.epochs:g}-epoch budget" if study.epochs else "budget"
     split = study.split
     fit = study.fit
     part.plot(
@@ -78,6 +77,35 @@ def study_section(
             split=split,
         ),
         f"Steps to {target} {split} accuracy vs global batch{about}",
+        steps_caption(study),
+    )
+    part.plot(
+        f"rule_efficiency{suffix}",
+        functools.partial(
+            rule_efficiency, study.efficiency, f"LR rules against the LR oracle{about}"
+        ),
+        f"Efficiency of each LR rule against the LR oracle{about}",
+        f"The oracle's steps to {target} divided by the rule's, per global batch: 100 % is "
+        "as few steps as the best LR tried there; 0 % (▲): the rule's median never reaches "
+        "the target.",
+    )
+    part.findings += target_findings(study)
+    part.extend(critical_batch.study_section(study, tree, suffix, about))
+    part.extend(time_to_target.study_section(study, suffix, about))
+    part.tables.append(
+        render.Table(
+            f"LR oracle: fewest steps to {target} per global batch{about}", oracle_table(study)
+        )
+    )
+    return part
+
+
+def steps_caption(study: studies.TargetStudy) -> str:
+    """What the steps-to-target plot draws: how steps are counted, the oracle and the fit."""
+    target = f"{100 * study.target:g} %"
+    budget = f"{study.epochs:g}-epoch budget" if study.epochs else "budget"
+    split, fit = study.split, study.fit
+    return (
         f"Median over seeds of the optimizer steps until the {split} accuracy reached {target}"
         + (
             f" (the median of {reach_window(study)} consecutive evaluations, counted at the "
@@ -99,27 +127,8 @@ def study_section(
             f"{approx(fit.b_crit)})."
             if fit is not None
             else ""
-        ),
-    )
-    part.plot(
-        f"rule_efficiency{suffix}",
-        functools.partial(
-            rule_efficiency, study.efficiency, f"LR rules against the LR oracle{about}"
-        ),
-        f"Efficiency of each LR rule against the LR oracle{about}",
-        f"The oracle's steps to {target} divided by the rule's, per global batch: 100 % is "
-        "as few steps as the best LR tried there; 0 % (▲): the rule's median never reaches "
-        "the target.",
-    )
-    part.findings += target_findings(study)
-    part.extend(critical_batch.study_section(study, tree, suffix, about))
-    part.extend(time_to_target.study_section(study, suffix, about))
-    part.tables.append(
-        render.Table(
-            f"LR oracle: fewest steps to {target} per global batch{about}", oracle_table(study)
         )
     )
-    return part
 
 
 def reach_window(study: studies.TargetStudy) -> int:
