@@ -155,6 +155,28 @@ def test_planning_from_a_single_gpu_throughput(dpsuite, tmp_path):
     assert 0.7 < pred.loc[128, "efficiency"] < 0.85  # VGG-16 on 25 Gbit/s: network-bound
 
 
+def test_nccls_channels_slow_the_overlapped_backward_pass_by_their_share_of_the_sms(
+    dpsuite, tmp_path, capsys
+):
+    vgg = ("predict", "--profile", "dgx1-v100", "--params", "138.4e6", "--samples-per-s", "400")
+    slowdown = {}
+    for channels in ("12", "1"):
+        out = tmp_path / channels
+        given = ("--nccl-channels", channels) if channels == "1" else ()
+        args = ("--batch", "64", "--workers", "1,8", "--out", str(out))
+        assert dpsuite(*vgg, *args, *given) == 0
+        printed = capsys.readouterr().out
+        assert f"it holds {100 * int(channels) / 80:.1f} % of the GPU's SMs" in printed
+        assert "NCCL's SMs" in printed.splitlines()[-2]  # the 8-worker line
+        pred = pd.read_csv(out / "predictions.csv").set_index("workers")
+        assert pred.loc[1, "comm_sm_slowdown_s"] == 0.0
+        slowdown[channels] = pred.loc[8, "comm_sm_slowdown_s"]
+        models = pd.read_csv(out / "models.csv")
+        assert models.loc[0, "comm_sm_share"] == pytest.approx(int(channels) / 80)
+    # the profile's 12 channels (its default) take 12 times the SMs of one
+    assert slowdown["12"] > 0 and slowdown["1"] == pytest.approx(slowdown["12"] / 12, rel=0.1)
+
+
 VGG_ON_HOROVOD = (
     "predict", "--profile", "horovod-pascal-25gbe", "--params", "138.4e6",
     "--samples-per-s", "154", "--batch", "64", "--bucket-mb", "64",
@@ -241,9 +263,11 @@ def test_flops_per_sample_is_never_guessed(dpsuite, tmp_path, capsys):
 def test_published_table(dpsuite, capsys):
     assert dpsuite("predict", "--published") == 0
     out = capsys.readouterr().out
-    assert out.startswith("| result | hardware | GPUs | published | predicted | points | terms |")
+    assert out.startswith(
+        "| result | hardware | GPUs | published | without NCCL's SMs | predicted | points | terms |"
+    )
     assert "| Horovod, VGG-16, 512 GPUs | `horovod-pascal-25gbe` | 512 | 68.0 % |" in out
-    assert "torch-ddp on nccl 2.8.4: ring; 161 tensors, DDP buckets; bound |" in out
+    assert "ring; 161 tensors, DDP buckets; NCCL's SMs 12/80; bound |" in out
 
 
 @pytest.mark.parametrize(
@@ -257,6 +281,23 @@ def test_published_table(dpsuite, capsys):
         (("predict", "--profile", "dgx-h100", "--workload", "tiny_gpt"), "give the RESULTS_DIR"),
         (("predict", "{tmp}", "--profile", "dgx-h100", "--workload", "tiny_gpt"), "no runs of"),
         (("predict", "--profile", "dgx-h100", "--params", "-1"), "--params must be > 0"),
+        (
+            (
+                "predict",
+                "--profile",
+                "horovod-pascal-25gbe",
+                "--params",
+                "1e6",
+                "--nccl-channels",
+                "56",
+            ),
+            "--nccl-channels must be from 1 to fewer than the 56 SMs",
+        ),  # fmt: skip
+        (("predict", "--published", "--nccl-channels", "2"), "--nccl-channels goes with --profile"),
+        (
+            ("predict", "{tmp}", "--profile", "dgx-h100", "--nccl-channels", "2"),
+            "--nccl-channels goes with planning on a profile",
+        ),
         # Used to end in a traceback (nan) or print inf ms and nan % (inf).
         (("predict", "--profile", "dgx-h100", "--params", "nan"), "must be a finite number"),
         (("predict", "--profile", "x", "--flops-per-sample", "inf"), "must be a finite number"),

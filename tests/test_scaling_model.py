@@ -224,6 +224,43 @@ def test_exposed_time_lies_between_the_last_bucket_and_all_of_it(grad, bucket, p
     assert last <= exposed <= comm * (1 + 1e-9) + 1e-12
 
 
+def test_nccls_sms_slow_the_backward_pass_it_overlaps():
+    # ready at 2 s of a 4 s backward pass, 1 s to all-reduce on 12 of 80 SMs: 1 s at 68/80 speed
+    share = 12 / 80
+    plain = overlap.schedule([(1.0, 0.5)], lambda size: 1.0, 4.0, 0.0)
+    slowed = overlap.schedule([(1.0, 0.5)], lambda size: 1.0, 4.0, share)
+    assert (plain.comm_s, plain.exposed_s, plain.slowed_s) == (1.0, 0.0, 0.0)
+    assert slowed.slowed_s == pytest.approx(share * 1.0)
+    assert slowed.exposed_s == 0.0
+
+
+def test_a_backward_pass_waited_for_by_the_network_ends_the_step_no_later():
+    # ready at 1 s, 10 s to all-reduce: the step ends with the all-reduce, however slow the
+    # backward pass under it, as long as it ends first.
+    plain = overlap.schedule([(1.0, 0.25)], lambda size: 10.0, 4.0, 0.0)
+    slowed = overlap.schedule([(1.0, 0.25)], lambda size: 10.0, 4.0, 0.1)
+    assert slowed.slowed_s == pytest.approx(3 / 0.9 - 3)
+    assert slowed.slowed_s + slowed.exposed_s == pytest.approx(plain.exposed_s)
+
+
+@given(
+    grad=st.floats(1e3, 1e10),
+    per_byte=st.floats(0.0, 1e-6),
+    share=st.floats(0.0, 0.5),
+)
+def test_sharing_the_sms_never_shortens_a_step(grad, per_byte, share):
+    buckets = overlap.even_buckets(grad, 25 * MIB)
+    plain = overlap.schedule(buckets, lambda s: s * per_byte, 1.0, 0.0)
+    slowed = overlap.schedule(buckets, lambda s: s * per_byte, 1.0, share)
+    assert slowed.slowed_s <= share / (1 - share) * plain.comm_s + 1e-9
+    assert slowed.slowed_s + slowed.exposed_s >= plain.exposed_s - 1e-9
+
+
+def test_an_sm_share_outside_0_to_1_is_an_error():
+    with pytest.raises(ValueError, match="sm_share"):
+        overlap.schedule([(1.0, 1.0)], lambda size: 1.0, 1.0, 1.0)
+
+
 # ---- compute and the whole model --------------------------------------------------------------
 
 
@@ -379,6 +416,26 @@ def test_shipped_profiles_load_with_their_sources():
     assert h100.peak("bf16") == 989 and h100.topology.inter.bandwidth_Bps == 400e9
     with pytest.raises(UserError, match="no peak for fp64"):
         h100.peak("fp64")
+    v100, a100 = load_profile("dgx1-v100"), load_profile("dgx-a100")
+    assert (v100.sm_count, v100.nccl_channels) == (80, 12)
+    assert (a100.sm_count, a100.nccl_channels) == (108, 24)
+    assert v100.comm_sm_share() == 12 / 80 and v100.comm_sm_share(1) == 1 / 80
+    assert h100.comm_sm_share() == 0.0  # its NCCL channels are not stated
+
+
+def test_a_planned_model_on_nccl_shares_the_sms_and_on_gloo_does_not():
+    from suite.analysis.scaling.allreduce_cost import Library
+    from suite.analysis.scaling.plan import Workload, plan_fit
+
+    v100, vgg = load_profile("dgx1-v100"), Workload("vgg", 138e6, None)
+    nccl = plan_fit(v100, vgg, samples_per_s=200)
+    gloo = plan_fit(v100, vgg, samples_per_s=200, library=Library(backend="gloo"))
+    assert nccl.model.comm_sm_share == 12 / 80 and gloo.model.comm_sm_share == 0.0
+    step = nccl.model.step(8, 64)
+    assert step.slowed_s > 0 and step.total_s == pytest.approx(
+        step.compute_s + step.slowed_s + step.exposed_s
+    )
+    assert nccl.model.step(1, 64).slowed_s == 0.0
 
 
 @pytest.mark.parametrize(
@@ -391,6 +448,17 @@ def test_shipped_profiles_load_with_their_sources():
             "gpus_per_node: 4\nintra_node: {bandwidth_GB_s: 0, latency_us: 1}\n"
             "inter_node: {bandwidth_GB_s: 1, latency_us: 1}\n",
             "bandwidth_GB_s must be > 0",
+        ),
+        (
+            "gpus_per_node: 4\nsm_count: 8\nnccl_channels: 8\n"
+            "intra_node: {bandwidth_GB_s: 1, latency_us: 1}\n"
+            "inter_node: {bandwidth_GB_s: 1, latency_us: 1}\n",
+            r"nccl_channels \(8\) must be fewer than sm_count \(8\)",
+        ),
+        (
+            "gpus_per_node: 4\nsm_count: 0.5\nintra_node: {bandwidth_GB_s: 1, latency_us: 1}\n"
+            "inter_node: {bandwidth_GB_s: 1, latency_us: 1}\n",
+            "sm_count must be an integer >= 1",
         ),
     ],
 )

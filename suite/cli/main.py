@@ -179,11 +179,14 @@ def _predict(args: list[str]) -> int:
                 grad_dtype=a.grad_dtype,
                 library=lib,
                 overheads=extra,
+                nccl_channels=options.nccl_channels(a, profile),
                 **chosen,
             )
         ]
     elif a.results_dir is None:
         raise UserError("give a results directory, or --profile with --workload or --params")
+    elif a.nccl_channels is not None:
+        raise UserError("--nccl-channels goes with planning on a profile (--workload or --params)")
     else:
         runs, bench = results.load(a.results_dir), results.load_comm_bench(a.results_dir)
         fits, skipped = fit.fit_all(runs, bench, profile.topology if profile else None)

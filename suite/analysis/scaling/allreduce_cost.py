@@ -16,8 +16,8 @@ fastest (algorithm, protocol) per message, and so does this model.
   ``0.92 busBw / 2``, times NCCL's tree correction factor for medium sizes;
 * LL: bus bandwidth / 4 (ring) or / 3.8 (tree), at most ``llMaxBw``; LL128: x 0.92 (ring),
   x 7/9 on one node and 0.915 across nodes (tree), only where NCCL enables it (Volta/Ampere on
-  NVLink: the profile's ``nccl_ll128``). NCCL's per-channel caps are not modelled (the channel
-  count is not known), nor CollNet/NVLS.
+  NVLink: the profile's ``nccl_ll128``). NCCL's per-channel bandwidth caps are not modelled, nor
+  CollNet/NVLS (its channels' SMs are: ``overlap.schedule``).
 
 **gloo** (``backend="gloo"``, and what a fitted machine is modelled with), alpha-beta-gamma:
 

@@ -1,13 +1,14 @@
 """The scaling model: step(N, b) = compute(b) + waiting for the slowest of N + the all-reduce time
-the bucket schedule exposes (+ a measured per-step overhead, where a node's efficiency was
-measured).
+the bucket schedule exposes + the backward pass slowed by the SMs NCCL's kernels hold while they
+overlap it (where the GPU's SMs and NCCL's channels are known) (+ a measured per-step overhead,
+where a node's efficiency was measured).
 
 Throughput = N * b / step(N, b); efficiency = step(N0, b) / step(N, b) against a baseline of N0
 workers (weak scaling: the per-worker batch stays b). Predictions beyond the largest validated
 worker count are marked extrapolated.
 
 Every prediction says what it is. Communication alone (nothing measured of what else slows a
-step: overlapping kernels slowing compute, stragglers, the input pipeline) is an upper
+step: stragglers, the input pipeline; NCCL's share of the SMs is the one modelled) is an upper
 **bound** on efficiency; with a measured straggler distribution or a measured node efficiency it
 is an **estimate**, and ``measured`` names the terms that were measured.
 """
@@ -76,10 +77,11 @@ class Step:
     exposed_s: float
     overhead_s: float
     algorithm: str
+    slowed_s: float = 0.0  # the backward pass's extra time on the SMs NCCL's kernels leave it
 
     @property
     def total_s(self) -> float:
-        return self.compute_s + self.wait_s + self.exposed_s + self.overhead_s
+        return self.compute_s + self.wait_s + self.slowed_s + self.exposed_s + self.overhead_s
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,9 @@ class ScalingModel:
     overheads: Overheads = field(default_factory=Overheads)
     measured: tuple[str, ...] = ()  # which terms come from a measurement (compute, links, ...)
     grad_element_bytes: float = 4.0  # bytes of one gradient element on the wire
+    # Fraction of the GPU's SMs an all-reduce holds while it runs: NCCL's channels / SMs (0: not
+    # known, or not NCCL).
+    comm_sm_share: float = 0.0
 
     @property
     def validated_max(self) -> int:
@@ -117,16 +122,17 @@ class ScalingModel:
     def _base_step(self, n: int, batch: int) -> Step:
         """Compute, waiting and exposed all-reduce: the terms the model derives itself."""
         buckets = self.buckets()
-        comm, exposed = overlap.exposed_s(
+        sched = overlap.schedule(
             buckets,
             lambda size: allreduce_cost.allreduce(self.topology, size, n, self.library)[0],
             self.compute.backward_s(batch),
+            self.comm_sm_share if n > 1 else 0.0,
         )
         largest = max((size for size, _ in buckets), default=0.0)
         algorithm = allreduce_cost.allreduce(self.topology, largest, n, self.library)[1]
         compute = self.compute.step_s(batch)
         wait = compute * (self.overheads.straggler_factor(n) - 1)
-        return Step(compute, wait, comm, exposed, 0.0, algorithm)
+        return Step(compute, wait, sched.comm_s, sched.exposed_s, 0.0, algorithm, sched.slowed_s)
 
     def overhead_s(self, n: int, batch: int) -> float:
         """The per-step time a measured node efficiency loses beyond the model's own terms,
@@ -168,6 +174,7 @@ class ScalingModel:
                     "step_time_s": step.total_s,
                     "compute_s": step.compute_s,
                     "straggler_wait_s": step.wait_s,
+                    "comm_sm_slowdown_s": step.slowed_s,
                     "comm_s": step.comm_s,
                     "exposed_comm_s": step.exposed_s,
                     "overhead_s": step.overhead_s,
@@ -191,6 +198,7 @@ class ScalingModel:
             "compute_fixed_s": self.compute.fixed_s,
             "compute_per_sample_s": self.compute.per_sample_s,
             "backward_fraction": self.compute.backward_fraction,
+            "comm_sm_share": self.comm_sm_share,
             "grad_bytes": self.grad_bytes,
             "bucket_bytes": self.bucket_bytes,
             "buckets": len(self.buckets()),

@@ -20,6 +20,7 @@ from suite.analysis.scaling.allreduce_cost import (
 )
 from suite.analysis.scaling.fit import Fit
 from suite.analysis.scaling.model import DEFAULT_WORKERS, GRAD_DTYPE_BYTES, Overheads
+from suite.analysis.scaling.profiles import Profile
 from suite.errors import UserError
 
 
@@ -49,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--algorithms",
         help=f"restrict the all-reduce to these, e.g. ring ({', '.join(ALGORITHM_NAMES)})",
+    )
+    group.add_argument(
+        "--nccl-channels",
+        type=int,
+        help="NCCL's channels on a node of --profile (one SM each while an all-reduce runs; "
+        "default: the profile's nccl_channels); planning on a profile only",
     )
     group.add_argument(
         "--measured-node-efficiency",
@@ -145,10 +152,26 @@ def overheads(a: argparse.Namespace, gpus_per_node: int | None) -> Overheads:
     return Overheads(node_efficiency=eff, node_workers=workers)
 
 
+def nccl_channels(a: argparse.Namespace, profile: Profile) -> int | None:
+    """``--nccl-channels`` against the profile's SMs (None: the profile's own count)."""
+    if a.nccl_channels is None:
+        return None
+    if profile.sm_count is None:
+        raise UserError(f"--nccl-channels: profile {profile.name} gives no sm_count")
+    if not 1 <= a.nccl_channels < profile.sm_count:
+        raise UserError(
+            f"--nccl-channels must be from 1 to fewer than the {profile.sm_count} SMs of "
+            f"{profile.name}, got {a.nccl_channels}"
+        )
+    return a.nccl_channels
+
+
 def check(a: argparse.Namespace) -> None:
     """What can be checked before anything is read: each option on its own."""
     if a.baseline_workers < 1:
         raise UserError(f"--baseline-workers must be >= 1, got {a.baseline_workers}")
+    if a.nccl_channels is not None and (a.profile is None or a.published):
+        raise UserError("--nccl-channels goes with --profile (planning a workload on it)")
     if a.nccl_version is not None:
         _version(a.nccl_version)
     _names(a)

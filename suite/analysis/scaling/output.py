@@ -32,8 +32,11 @@ def describe_model(fit: Fit) -> list[str]:
     lines = [
         f"   links: inside a node {_link(top.intra)} per rank; {network}",
         f"   all-reduce: {m.library.describe()}, algorithms {', '.join(m.library.algorithms())}"
+        + (f" (NCCL's tuning model of {NCCL_MODEL_VERSION})" if m.library.backend == "nccl" else "")
         + (
-            f" (NCCL's tuning model of {NCCL_MODEL_VERSION})" if m.library.backend == "nccl" else ""
+            f"; it holds {100 * m.comm_sm_share:.1f} % of the GPU's SMs while it runs"
+            if m.comm_sm_share
+            else ""
         ),
         f"   compute {m.compute.fixed_s * 1e3:.3f} ms + {m.compute.per_sample_s * 1e6:.2f} "
         f"us/sample ({100 * m.compute.backward_fraction:.0f} % of it backward); gradients "
@@ -82,6 +85,7 @@ def format_fit(fit: Fit, batch: int, workers: list[int], baseline: int = 1) -> s
             f"    {mark}workers {r.workers:>4}  nodes {r.nodes:>3}  {algorithm:<16}"
             f"step {r.step_time_s * 1e3:9.3f} ms  exposed comm {r.exposed_comm_s * 1e3:8.3f} ms"
             + (f"  wait+overhead {wait * 1e3:7.3f} ms" if wait > 0 else "")
+            + (f"  NCCL's SMs {r.comm_sm_slowdown_s * 1e3:7.3f} ms" if r.comm_sm_slowdown_s else "")
             + f"  {r.samples_per_s:11,.0f} samples/s  efficiency {100 * r.efficiency:5.1f} %"
         )
     return "\n".join(lines)
@@ -90,13 +94,15 @@ def format_fit(fit: Fit, batch: int, workers: list[int], baseline: int = 1) -> s
 def format_published(table: pd.DataFrame) -> str:
     """The published-vs-predicted table as Markdown (docs/scaling-model.md carries the same)."""
     lines = [
-        "| result | hardware | GPUs | published | predicted | points | terms |",
-        "|---|---|---|---|---|---|---|",
+        "| result | hardware | GPUs | published | without NCCL's SMs | predicted | points "
+        "| terms |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in table.itertuples():
         gpus = f"{r.baseline_workers} → {r.workers}" if r.baseline_workers > 1 else f"{r.workers}"
         lines.append(
             f"| {r.label} | `{r.profile}` | {gpus} | {100 * r.published_efficiency:.1f} % "
+            f"| {100 * r.without_sm_share:.1f} % "
             f"| {100 * r.predicted_efficiency:.1f} % | {r.difference_points:+.1f} | {r.terms} |"
         )
     return "\n".join(lines)

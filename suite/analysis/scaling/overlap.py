@@ -21,14 +21,20 @@ run one after another on one communication stream. So:
 
 Horovod's tensor fusion (a fusion buffer of 64 MiB, Horovod docs: tensor-fusion) behaves the same
 way with its buffer as the bucket.
+
+While an all-reduce runs, NCCL's kernel holds one SM (a thread block) per channel, so the backward
+pass it overlaps runs on the others (``schedule``, with ``sm_share`` = channels / SMs): it does
+(1 - sm_share) of its work per second, its buckets are ready later, and it ends later.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 Bucket = tuple[float, float]  # (bytes, fraction of the backward pass done when it is ready)
+Span = tuple[float, float]  # (start, end) of one all-reduce, seconds into the backward pass
 
 
 def bucket_sizes(grad_bytes: float, bucket_bytes: float) -> list[float]:
@@ -90,3 +96,53 @@ def exposed_s(
         free_at = max(backward_s * ready_fraction, free_at) + took
         busy += took
     return busy, max(0.0, free_at - backward_s)
+
+
+def _advance(t: float, work: float, target: float, busy: list[Span], rate: float) -> float:
+    """When the backward pass, at ``work`` done at time ``t``, reaches ``target``: it does
+    ``rate`` of its work per second inside the ``busy`` spans (sorted, disjoint), all outside."""
+    for start, end in busy:
+        if end <= t:
+            continue
+        if start > t:
+            if work + (start - t) >= target:
+                return t + (target - work)
+            work, t = work + (start - t), start
+        if work + (end - t) * rate >= target:
+            return t + (target - work) / rate
+        work, t = work + (end - t) * rate, end
+    return t + (target - work)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The all-reduces against the backward pass: their time in total, the part that runs past
+    the backward pass, and how much later the backward pass ends for sharing the GPU's SMs."""
+
+    comm_s: float
+    exposed_s: float
+    slowed_s: float
+
+
+def schedule(
+    buckets: list[Bucket], allreduce_s: Callable[[float], float], backward_s: float, sm_share: float
+) -> Schedule:
+    """The bucket schedule of ``exposed_s`` with the backward pass running on ``1 - sm_share`` of
+    the GPU while an all-reduce is in flight (``sm_share`` in [0, 1))."""
+    if not 0 <= sm_share < 1:
+        raise ValueError(f"sm_share must be in [0, 1), got {sm_share}")
+    if sm_share == 0:
+        comm, exposed = exposed_s(buckets, allreduce_s, backward_s)
+        return Schedule(comm, exposed, 0.0)
+    rate, busy = 1 - sm_share, []
+    t = work = free_at = comm = 0.0
+    for size, ready_fraction in buckets:
+        t = _advance(t, work, backward_s * ready_fraction, busy, rate)
+        work = backward_s * ready_fraction
+        took = allreduce_s(size)
+        start = max(t, free_at)
+        free_at = start + took
+        busy.append((start, free_at))
+        comm += took
+    end = _advance(t, work, backward_s, busy, rate)
+    return Schedule(comm, max(0.0, free_at - end), end - backward_s)

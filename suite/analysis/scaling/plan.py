@@ -101,10 +101,12 @@ def plan_fit(
     grad_dtype: str | None = None,
     library: Library | None = None,
     overheads: Overheads | None = None,
+    nccl_channels: int | None = None,
 ) -> Fit:
     """The workload on the profile's hardware: nothing measured here, so nothing validated.
 
-    ``grad_dtype``: the gradients' dtype on the wire (default: fp32, DDP's under autocast).
+    ``grad_dtype``: the gradients' dtype on the wire (default: fp32, DDP's under autocast);
+    ``nccl_channels``: NCCL's channels on a node (default: the profile's).
     """
     for label, value in (
         ("--params", workload.params),
@@ -129,15 +131,17 @@ def plan_fit(
     measured = ["compute"] if samples_per_s is not None else []
     measured += ["straggler jitter"] if overheads.step_samples else []
     measured += ["node efficiency"] if overheads.node_efficiency is not None else []
+    library = library or Library(nccl_ll128=profile.nccl_ll128)
     model = ScalingModel(
         topology=profile.topology,
         compute=compute,
         grad_bytes=workload.params * per_param,
         bucket_bytes=bucket_mb * MIB,
-        library=library or Library(nccl_ll128=profile.nccl_ll128),
+        library=library,
         tensor_bytes=tuple(float(n * per_param) for n in workload.tensors),
         overheads=overheads,
         measured=tuple(measured),
         grad_element_bytes=per_param,
+        comm_sm_share=profile.comm_sm_share(nccl_channels) if library.backend == "nccl" else 0.0,
     )
     return Fit(profile.name, workload.name, model, pd.DataFrame())

@@ -6,7 +6,8 @@ precision, ``intra_node`` and ``inter_node`` links (``bandwidth_GB_s`` per direc
 inside a node, per node for the network; ``latency_us`` per hop for the alpha-beta algorithms;
 ``kind``: nvlink, pci or net, which picks NCCL's own latencies), ``nccl_ll128`` (NCCL enables its
 LL128 protocol there: Volta/Ampere on NVLink), an optional ``reduce_GB_s`` (the reduction's rate,
-for gloo) and ``sources``.
+for gloo), optional ``sm_count`` (the GPU's streaming multiprocessors) and ``nccl_channels`` (the
+channels NCCL's all-reduce uses on one node: one SM each while it runs) and ``sources``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,16 @@ class Profile:
     peak_tflops: dict[str, float]
     sources: tuple[str, ...]
     nccl_ll128: bool = False
+    sm_count: int | None = None
+    nccl_channels: int | None = None
+
+    def comm_sm_share(self, channels: int | None = None) -> float:
+        """The fraction of a GPU's SMs NCCL's all-reduce holds while it runs: ``channels`` (else
+        the profile's) / its SMs; 0 where either is not known."""
+        channels = channels if channels is not None else self.nccl_channels
+        if channels is None or self.sm_count is None:
+            return 0.0
+        return channels / self.sm_count
 
     def peak(self, precision: str) -> float:
         if precision not in self.peak_tflops:
@@ -85,6 +96,16 @@ def _link(raw: dict[str, Any], where: str, kind: str) -> Link:
     return Link(latency * 1e-6, bandwidth * 1e9, kind)
 
 
+def _count(raw: dict[str, Any], key: str) -> int | None:
+    """An optional whole number >= 1 of a profile."""
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{key} must be an integer >= 1, got {value!r}")
+    return value
+
+
 def _parse(raw: Any, stem: str) -> Profile:
     if not isinstance(raw, dict):
         raise ValueError("a profile is a mapping of keys")
@@ -112,4 +133,12 @@ def _parse(raw: Any, stem: str) -> Profile:
         peak_tflops=peaks,
         sources=tuple(str(s) for s in raw.get("sources") or ()),
         nccl_ll128=bool(raw.get("nccl_ll128", False)),
+        sm_count=_count(raw, "sm_count"),
+        nccl_channels=_check_channels(_count(raw, "nccl_channels"), _count(raw, "sm_count")),
     )
+
+
+def _check_channels(channels: int | None, sms: int | None) -> int | None:
+    if channels is not None and sms is not None and channels >= sms:
+        raise ValueError(f"nccl_channels ({channels}) must be fewer than sm_count ({sms})")
+    return channels

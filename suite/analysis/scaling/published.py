@@ -8,6 +8,7 @@ model predicts the efficiency from the first, and the second is only put beside 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +17,7 @@ import yaml
 from suite.analysis.scaling.allreduce_cost import Library
 from suite.analysis.scaling.compute import from_throughput
 from suite.analysis.scaling.model import GRAD_DTYPE_BYTES, MIB, ScalingModel
-from suite.analysis.scaling.profiles import load_profile
+from suite.analysis.scaling.profiles import Profile, load_profile
 
 PUBLISHED = Path(__file__).with_name("published.yaml")
 TENSORS = Path(__file__).with_name("published_tensors.yaml")
@@ -53,12 +54,22 @@ def published_model(entry: dict) -> ScalingModel:
         tensor_work=work,
         measured=("compute",),  # the publication's single-GPU throughput
         grad_element_bytes=per_param,
+        comm_sm_share=_sm_share(entry, profile) if library.backend == "nccl" else 0.0,
     )
 
 
-def predicted_efficiency(entry: dict) -> float:
-    """Throughput per GPU at ``workers`` over that at ``baseline_workers``, predicted."""
+def _sm_share(entry: dict, profile: Profile) -> float:
+    """NCCL's channels (the entry's, for the NCCL of its time, else the profile's) / the SMs."""
+    channels = entry.get("nccl_channels")
+    return profile.comm_sm_share(int(channels) if channels is not None else None)
+
+
+def predicted_efficiency(entry: dict, sm_share: bool = True) -> float:
+    """Throughput per GPU at ``workers`` over that at ``baseline_workers``, predicted
+    (``sm_share=False``: without NCCL's share of the SMs)."""
     model = published_model(entry)
+    if not sm_share:
+        model = replace(model, comm_sm_share=0.0)
     return model.efficiency(
         int(entry["workers"]), int(entry["batch"]), int(entry["baseline_workers"])
     )
@@ -70,7 +81,15 @@ def _terms(model: ScalingModel, entry: dict) -> str:
     if model.tensor_bytes and model.bucket_bytes == 0:
         packing = "per tensor"
     grads = f"{len(model.tensor_bytes)} tensors, {packing}" if model.tensor_bytes else "even"
-    return f"{model.library.describe()}: {algorithm}; {grads}; {model.kind()}"
+    sms = f"; NCCL's SMs {_share(entry)}" if model.comm_sm_share else ""
+    return f"{model.library.describe()}: {algorithm}; {grads}{sms}; {model.kind()}"
+
+
+def _share(entry: dict) -> str:
+    """NCCL's channels / the GPU's SMs of an entry, as a fraction."""
+    profile = load_profile(entry["profile"])
+    channels = entry.get("nccl_channels", profile.nccl_channels)
+    return f"{channels}/{profile.sm_count}"
 
 
 def published_table(path: Path = PUBLISHED) -> pd.DataFrame:
@@ -87,6 +106,7 @@ def published_table(path: Path = PUBLISHED) -> pd.DataFrame:
                 "workers": int(entry["workers"]),
                 "baseline_workers": int(entry["baseline_workers"]),
                 "published_efficiency": float(entry["published_efficiency"]),
+                "without_sm_share": predicted_efficiency(entry, sm_share=False),
                 "predicted_efficiency": predicted,
                 "difference_points": 100 * (predicted - float(entry["published_efficiency"])),
                 "terms": _terms(model, entry),
