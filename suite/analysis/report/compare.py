@@ -359,16 +359,7 @@ def build_compare(
         raise UserError("compare needs at least one results directory")
     trees = [data.load_tree(d) for d in dirs]
     out = prepare_out(Path(out) if out is not None else default_out(dirs))
-    runs = pd.concat(
-        [t.runs.assign(source=display_path(t.source), source_index=i) for i, t in enumerate(trees)],
-        ignore_index=True,
-    )
-    comm_parts = [
-        t.comm.assign(source=display_path(t.source), source_index=i)
-        for i, t in enumerate(trees)
-        if not t.comm.empty
-    ]
-    comm = pd.concat(comm_parts, ignore_index=True) if comm_parts else pd.DataFrame()
+    runs, comm = combined(trees)
     machines = machine_order(runs, comm)
     ratios = ratio_table(runs, machines) if not runs.empty else pd.DataFrame()
     report = render.Report(
@@ -410,6 +401,22 @@ def build_compare(
         regressed=regressed,
         noisy=noisy,
     )
+
+
+def combined(trees: list[data.ResultsTree]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every tree's runs and comm-bench rows in one frame each, with the directory they came
+    from (``source``) and its place on the command line (``source_index``)."""
+    runs = pd.concat(
+        [t.runs.assign(source=display_path(t.source), source_index=i) for i, t in enumerate(trees)],
+        ignore_index=True,
+    )
+    comm_parts = [
+        t.comm.assign(source=display_path(t.source), source_index=i)
+        for i, t in enumerate(trees)
+        if not t.comm.empty
+    ]
+    comm = pd.concat(comm_parts, ignore_index=True) if comm_parts else pd.DataFrame()
+    return runs, comm
 
 
 def judge(

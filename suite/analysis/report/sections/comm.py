@@ -79,20 +79,7 @@ def allreduce_bandwidth(comm: pd.DataFrame, machines: list[str] | None = None) -
                 label=label,
                 **(HOLLOW if over.any() else {}),
             )
-    sizes = sorted(comm["size_bytes"].unique())
-    exps = sorted({int(round(math.log2(s))) for s in sizes if s > 0})
-    step = max(1, math.ceil(len(exps) / 8))
-    for ax, name in zip(
-        axes, ("bus bandwidth (busbw)", "algorithm bandwidth (algbw)"), strict=True
-    ):
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_locator(ticker.FixedLocator([2.0**e for e in exps[::step]]))
-        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: human_bytes(v)))
-        ax.xaxis.set_minor_locator(ticker.NullLocator())
-        ax.set_xlabel("message size")
-        ax.set_ylabel(f"{name} (GB/s)")
-        ax.set_ylim(bottom=0)
-        ax.tick_params(axis="x", labelrotation=30)
+    message_size_axes(axes, sorted(comm["size_bytes"].unique()))
     only_allreduce = collectives == ["all_reduce"]
     axes[0].set_title(
         "busbw = algbw × 2(n−1)/n (comparable across rank counts)"
@@ -109,6 +96,23 @@ def allreduce_bandwidth(comm: pd.DataFrame, machines: list[str] | None = None) -
     what = "All-reduce" if only_allreduce else "Collective"
     fig.suptitle(f"{what} bandwidth vs message size")
     return fig
+
+
+def message_size_axes(axes, sizes: list[float]) -> None:
+    """Both panels: message size on a log2 axis (at most eight ticks, in bytes), GB/s from 0."""
+    exps = sorted({int(round(math.log2(s))) for s in sizes if s > 0})
+    step = max(1, math.ceil(len(exps) / 8))
+    for ax, name in zip(
+        axes, ("bus bandwidth (busbw)", "algorithm bandwidth (algbw)"), strict=True
+    ):
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_locator(ticker.FixedLocator([2.0**e for e in exps[::step]]))
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: human_bytes(v)))
+        ax.xaxis.set_minor_locator(ticker.NullLocator())
+        ax.set_xlabel("message size")
+        ax.set_ylabel(f"{name} (GB/s)")
+        ax.set_ylim(bottom=0)
+        ax.tick_params(axis="x", labelrotation=30)
 
 
 def comm_bench_findings(comm: pd.DataFrame) -> list[str]:

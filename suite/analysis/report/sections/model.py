@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from suite.analysis import scaling
@@ -105,7 +106,19 @@ def model_vs_measured(curves: pd.DataFrame, measured: pd.DataFrame) -> Figure | 
             markerfacecolor="none",
             markeredgecolor=color,
         )
-    for limit in sorted(limits):
+    mark_limits(ax, sorted(limits))
+    log2_axis(ax, curves["workers"])
+    plain_log_axis(ax, "y")
+    ax.set_xlabel("workers (log2)")
+    ax.set_ylabel("throughput (samples/s)")
+    ax.set_title("Scaling model: predicted vs measured throughput")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    return fig
+
+
+def mark_limits(ax: Axes, limits: list[int]) -> None:
+    """A dotted line at each validated limit, and a legend of what lines and markers mean."""
+    for limit in limits:
         ax.axvline(limit, color="grey", linestyle=":", linewidth=1)
         ax.annotate(
             f"validated up to {limit} workers; extrapolation beyond →",
@@ -130,13 +143,6 @@ def model_vs_measured(curves: pd.DataFrame, measured: pd.DataFrame) -> Figure | 
         markeredgecolor="grey",
         label="measured, oversubscribed",
     )
-    log2_axis(ax, curves["workers"])
-    plain_log_axis(ax, "y")
-    ax.set_xlabel("workers (log2)")
-    ax.set_ylabel("throughput (samples/s)")
-    ax.set_title("Scaling model: predicted vs measured throughput")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-    return fig
 
 
 def model_findings(validation: pd.DataFrame) -> list[str]:
