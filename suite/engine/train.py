@@ -37,7 +37,7 @@ from suite.optim.lr_rules import RULES, LRPlan
 from suite.optim.precision import Precision
 from suite.results import RunWriter
 from suite.runtime import distributed as dd
-from suite.runtime.distributed import Ranks
+from suite.runtime.ranks import Ranks
 from suite.sync.traffic import sync_metrics
 from workloads import Data, Workload
 from workloads.base import parameter_count

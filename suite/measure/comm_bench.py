@@ -38,8 +38,8 @@ from suite.results import lock as results_lock
 from suite.results.gate import TAG_PATTERN
 from suite.runtime import distributed as dd
 from suite.runtime import host_memory
-from suite.runtime.distributed import Ranks
 from suite.runtime.host import check_writable, resolve_backend, usable_cores, wait_for_device
+from suite.runtime.ranks import Ranks, ranks_from_env
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # Relative tolerance of the correctness check (exact sums are expected; this absorbs rounding
@@ -418,7 +418,7 @@ def run(spec: BenchSpec) -> int:
 
     Exit code: 0, or 1 when a rank failed or any reduced value was wrong.
     """
-    joined = dd.ranks_from_env()
+    joined = ranks_from_env()
     if joined is not None:
         dd.slurm_master_env()
         run_rank(spec, joined, "env://", None)
