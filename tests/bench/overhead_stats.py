@@ -31,7 +31,7 @@ class Summary:
     low: float  # the 95 % interval of the median ratio
     high: float
     pairs: int
-    bare_cpu_s: float  # CPU time of all ranks per step, median over blocks
+    bare_cpu_s: float  # CPU time of all ranks per step, over all of that side's blocks
     suite_cpu_s: float
 
 
@@ -71,6 +71,7 @@ def summarize(blocks: list[Block], steps_per_block: int, seed: int = 0) -> Summa
     median, low, high = median_interval(ratios, seed)
 
     def cpu(side: str) -> float:
-        return float(np.median([b.cpu_s for b in blocks if b.side == side])) / steps_per_block
+        cpu = [b.cpu_s for b in blocks if b.side == side]
+        return sum(cpu) / (len(cpu) * steps_per_block)
 
     return Summary(median, low, high, ratios.size, cpu("bare"), cpu("suite"))
