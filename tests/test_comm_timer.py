@@ -9,7 +9,7 @@ from suite.measure.calibration import time_without_sync
 from suite.measure.comm_timer import CommTimer, union_length
 from suite.measure.step_timer import StepTimer
 from suite.optim.precision import Precision
-from suite.runtime import distributed as dd
+from suite.runtime import distributed
 from suite.runtime.distributed import Ranks
 
 
@@ -22,11 +22,11 @@ def test_union_length_counts_overlap_once():
 
 def _rank(local_rank: int, init_method: str) -> None:
     """Assertions run inside each rank; a failure fails the test through the spawner."""
-    dd.init_group("gloo", Ranks(local_rank, 2, local_rank, 2), init_method, 60)
+    distributed.init_group("gloo", Ranks(local_rank, 2, local_rank, 2), init_method, 60)
     try:
         _check_hook_and_calibration(local_rank)
     finally:
-        dd.shutdown()
+        distributed.shutdown()
 
 
 def _check_hook_and_calibration(rank: int) -> None:
@@ -83,4 +83,4 @@ def _check_hook_and_calibration(rank: int) -> None:
 
 @pytest.mark.multiproc
 def test_hook_times_every_bucket_and_no_sync_disables_it():
-    dd.spawn_local(_rank, (), nprocs=2, threads_per_worker=1)
+    distributed.spawn_local(_rank, (), nprocs=2, threads_per_worker=1)

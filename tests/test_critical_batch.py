@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from suite.analysis.report import critical_batch as cb
-from suite.analysis.report.findings import knee_text
+from suite.analysis.report.sections.critical_batch import knee_text
 
 NAN = math.nan
 INF = math.inf

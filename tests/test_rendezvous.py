@@ -7,8 +7,7 @@ import socket
 
 import pytest
 
-from suite.runtime import distributed as dd
-from suite.runtime import rendezvous
+from suite.runtime import distributed, rendezvous
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "if_nameindex"), reason="Linux interfaces")
 
@@ -53,10 +52,10 @@ def test_a_peer_address_in_an_error_names_its_ranks_and_node():
 def test_local_workers_get_loopback_only_while_they_start(monkeypatch):
     """A SLURM sweep run in this process later must not inherit GLOO_SOCKET_IFNAME=lo."""
     monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
-    with dd.loopback_for_local_ranks():
+    with distributed.loopback_for_local_ranks():
         assert os.environ["GLOO_SOCKET_IFNAME"] == "lo"
     assert "GLOO_SOCKET_IFNAME" not in os.environ
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth7")  # the user's choice stands
-    with dd.loopback_for_local_ranks():
+    with distributed.loopback_for_local_ranks():
         assert os.environ["GLOO_SOCKET_IFNAME"] == "eth7"
     assert os.environ["GLOO_SOCKET_IFNAME"] == "eth7"

@@ -14,9 +14,12 @@ import pandas as pd
 import pytest
 
 from suite import results
-from suite.analysis.report import build, data, findings, plots
+from suite.analysis.report import build, data, output
 from suite.analysis.report import critical_batch as cb
-from suite.analysis.report.plots import approx
+from suite.analysis.report.sections import comm as comm_section
+from suite.analysis.report.sections import convergence, model
+from suite.analysis.report.sections import scaling as scaling_section
+from suite.analysis.report.text import approx
 from tests import report_trees as trees
 from tests.conftest import run_subprocess
 
@@ -592,7 +595,7 @@ def test_other_collectives_are_plotted_and_found_but_leave_the_all_reduce_headli
     assert "peak broadcast bus bandwidth 1.97 GB/s" in text
     assert "Collective bandwidth vs message size" in text
     comm = data.load_tree(root).comm
-    fig = plots.allreduce_bandwidth(comm)
+    fig = comm_section.allreduce_bandwidth(comm)
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
     assert labels == [
         f"{name} · box-a · 2 ranks · gloo" for name in ("all_reduce", "all_gather", "broadcast")
@@ -643,18 +646,17 @@ def crowded_tree(tmp_path_factory) -> Path:
 
 
 def test_oversubscribed_points_are_marked(crowded_tree, tmp_path):
-    from suite.analysis.report import plots
 
     scaling = data.scaling_table(data.load_tree(crowded_tree).runs)
     assert list(scaling["oversubscribed"]) == [False, False, False, True]
-    figure = plots.throughput_vs_workers(scaling)
+    figure = scaling_section.throughput_vs_workers(scaling)
     hollow = [
         list(line.get_xdata())
         for line in figure.axes[0].lines
         if line.get_markerfacecolor() == "white" and len(line.get_xdata())
     ]
     assert hollow == [[8]], "the oversubscribed point, and only it, is drawn hollow"
-    bars = plots.step_time_breakdown(scaling).axes[0].patches
+    bars = scaling_section.step_time_breakdown(scaling).axes[0].patches
     assert sum(bar.get_hatch() == "//" for bar in bars) == 3  # compute, exposed, rest at N=8
 
     written = build.build_report(crowded_tree, tmp_path / "rep")
@@ -984,7 +986,7 @@ def test_model_findings_state_the_validated_range_and_name_the_worst_per_worker_
         },
         index=[0, 1, 0, 1],
     )
-    assert findings.model_findings(validation) == [
+    assert model.model_findings(validation) == [
         "The scaling model is validated against measurements up to 2 workers (runs with more "
         "worker threads than cores left out); its predictions beyond are extrapolation.",
         "At 2 workers the scaling model's step time is within 52 % of the measured one "
@@ -1009,7 +1011,7 @@ def test_lars_with_its_own_base_lr_and_schedule_joins_the_other_rules(tmp_path):
     base = data.baseline(conv)
     # the recipe's own runs at batch 32, not lars: every rule trains the same two seeds there
     assert (base.runs, base.shared) == (len(trees.SEEDS), len(trees.SEEDS) * 2)
-    found = findings.convergence_findings(data.accuracy_table(conv), base)
+    found = convergence.convergence_findings(data.accuracy_table(conv), base)
     assert (
         "`lars` falls more than 1 point below the batch-32 accuracy already at global batch 32; "
         "falls to 66.0 % at batch 256." in found
@@ -1047,7 +1049,7 @@ def test_columns_the_runs_lack_are_not_in_the_scaling_table(
 
 
 @pytest.fixture(scope="module")
-def study_report(tmp_path_factory) -> build.Written:
+def study_report(tmp_path_factory) -> output.Written:
     root = tmp_path_factory.mktemp("study")
     trees.write_target_study(root / "study")
     trees.write_scaling(root / "scaling")
@@ -1188,9 +1190,11 @@ def test_the_wait_for_the_slowest_rank_is_drawn_and_said_apart_from_communicatio
     # A step whose exposed time is more than its whole all-reduce, with a measured wait.
     scaling.loc[scaling.index[1], ["comm_time_s", "exposed_comm_s"]] = [0.001, 0.002]
     scaling["straggler_wait_s"] = 0.0005
-    labels = [bar.get_label() for bar in plots.step_time_breakdown(scaling).axes[0].containers]
+    labels = [
+        bar.get_label() for bar in scaling_section.step_time_breakdown(scaling).axes[0].containers
+    ]
     assert "waiting for slowest rank" in labels and "compute (typical rank)" in labels
-    sentence = findings.communication_findings("w", scaling.iloc[:2])[0]
+    sentence = scaling_section.communication_findings("w", scaling.iloc[:2])[0]
     assert f"at {int(row['workers'])} workers" in sentence
     assert "waiting for the slowest rank adds 0.50 ms more" in sentence
     assert (

@@ -13,7 +13,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from suite.engine.replicas import has_batch_dependent_layers, simulated_step
 from suite.engine.sharding import all_worker_batches
 from suite.optim.precision import Precision
-from suite.runtime import distributed as dd
+from suite.runtime import distributed
 from tests.conftest import SMALL, only_run, read_params, read_run
 from workloads import get_workload
 
@@ -123,9 +123,10 @@ def _ddp_bn_worker(rank: int, port: int, out: str) -> None:
     if rank == 0:
         np.savez(out, **{k: v.detach().numpy() for k, v in model.state_dict().items()})
     # Drop DDP before leaving the group: a rank that exits while its peer's reducer threads
-    # still talk to it can abort under gloo (what dd.shutdown does for the suite's own runs).
+    # still talk to it can abort under gloo (what distributed.shutdown does for the suite's
+    # own runs).
     del net, opt
-    dd.shutdown()
+    distributed.shutdown()
 
 
 def free_port() -> int:

@@ -17,7 +17,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from suite.runtime import distributed as dd
+from suite.runtime import distributed
 from suite.sync import build
 from suite.sync.local_sgd import LocalSGDConfig
 
@@ -34,7 +34,7 @@ def tiny_model() -> nn.Module:
 
 
 def _worker(rank: int, store: str, out: str) -> None:
-    dd.init_group("gloo", dd.Ranks(rank, WORLD, rank, WORLD), store, timeout_s=60)
+    distributed.init_group("gloo", distributed.Ranks(rank, WORLD, rank, WORLD), store, timeout_s=60)
     model = tiny_model()
     strategy = build(LocalSGDConfig(period=PERIOD, warmup_steps=WARMUP), torch.device("cpu"), WORLD)
     net = strategy.wrap(model, bucket_cap_mb=25)
@@ -50,9 +50,13 @@ def _worker(rank: int, store: str, out: str) -> None:
         opt.step()
         strategy.after_step(model)
         comm = strategy.counter.end_step()
-        before = dd.parameter_digest(model)
-        shown = dd.parameter_digest(strategy.eval_model(model))  # a collective on every rank
-        assert dd.parameter_digest(model) == before, "evaluating must not change the replica"
+        before = distributed.parameter_digest(model)
+        shown = distributed.parameter_digest(
+            strategy.eval_model(model)
+        )  # a collective on every rank
+        assert distributed.parameter_digest(model) == before, (
+            "evaluating must not change the replica"
+        )
         digests: list = [None] * WORLD
         dist.all_gather_object(digests, [before, shown])
         log.append(
@@ -66,7 +70,7 @@ def _worker(rank: int, store: str, out: str) -> None:
     if rank == 0:
         Path(out).write_text(json.dumps(log))
     del net
-    dd.shutdown()
+    distributed.shutdown()
 
 
 def test_replicas_agree_exactly_at_averaging_points_and_differ_between(tmp_path):

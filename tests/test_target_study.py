@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import pandas as pd
 import pytest
 
-from suite.analysis.report import build
 from suite.analysis.report import target_study as ts
 from suite.analysis.report import time_to_target as ttt
+from suite.analysis.report.sections import time_to_target as time_to_target_section
 
 INF = math.inf
 BASE_LR = 0.1
@@ -283,4 +283,4 @@ def test_without_a_model_only_measured_points_have_a_time():
 )
 def test_the_time_table_says_where_each_step_time_comes_from(source, extrapolated, says):
     row = pd.Series({"source": source, "extrapolated": extrapolated})
-    assert build.step_time_source(row) == says
+    assert time_to_target_section.step_time_source(row) == says

@@ -22,7 +22,7 @@ class Recorder(Probe):
     def on_step_start(self, step: int) -> None:
         self.calls.append((self.name, "start", step))
 
-    def after_backward(self, step: int) -> None:
+    def on_backward_end(self, step: int) -> None:
         self.calls.append((self.name, "backward", step))
 
     def on_step_end(self, step: int) -> None:
@@ -38,7 +38,7 @@ def test_probes_are_called_in_order_and_the_first_brackets_the_others():
     calls: list = []
     probes = Probes([Recorder(calls, "timer"), Recorder(calls, "other"), EvalOnly()])
     probes.on_step_start(3)
-    probes.after_backward(3)
+    probes.on_backward_end(3)
     probes.on_step_end(3)
     assert calls == [
         ("other", "start", 3),
@@ -56,7 +56,13 @@ def test_probes_are_called_in_order_and_the_first_brackets_the_others():
 
 @pytest.mark.parametrize(
     ("name", "guess"),
-    [("evaluation", "on_eval"), ("step_end", "on_step_end"), ("on_evall", "on_eval")],
+    [
+        ("evaluation", "on_eval"),
+        ("step_end", "on_step_end"),
+        ("on_evall", "on_eval"),
+        ("on_evalution", "on_eval"),
+        ("after_backward", "on_backward_end"),
+    ],
 )
 def test_a_probe_that_defines_a_hook_the_loop_never_calls_is_refused(name, guess):
     with pytest.raises(

@@ -292,10 +292,10 @@ def _report(args: list[str]) -> int:
     parser = ArgParser(prog="dpsuite report", description="Report of one results tree.")
     parser.add_argument("results_dir", help="a results directory (any depth of run folders)")
     parser.add_argument("--out", help="output directory (default: reports/<name of RESULTS_DIR>)")
-    ns = parser.parse_args(args)
+    parsed = parser.parse_args(args)
     from suite.analysis.report.build import build_report
 
-    _print_written(build_report(ns.results_dir, ns.out))
+    _print_written(build_report(parsed.results_dir, parsed.out))
     return 0
 
 
@@ -329,22 +329,26 @@ def _compare(args: list[str]) -> int:
         action="store_true",
         help="call a regression on an interval however wide (--fail-below alone decides)",
     )
-    ns = parser.parse_args(args)
-    if ns.fail_below is not None and not ns.fail_below > 0:
-        raise UserError(f"--fail-below must be a ratio > 0, got {ns.fail_below}")
-    if not ns.max_spread > 1:
-        raise UserError(f"--max-spread must be a factor > 1, got {ns.max_spread:g}")
+    parsed = parser.parse_args(args)
+    if parsed.fail_below is not None and not parsed.fail_below > 0:
+        raise UserError(f"--fail-below must be a ratio > 0, got {parsed.fail_below}")
+    if not parsed.max_spread > 1:
+        raise UserError(f"--max-spread must be a factor > 1, got {parsed.max_spread:g}")
     from suite.analysis.report import compare
 
     compared = compare.build_compare(
-        ns.dirs, ns.out, ns.fail_below, max_spread=ns.max_spread, allow_noisy=ns.allow_noisy
+        parsed.dirs,
+        parsed.out,
+        parsed.fail_below,
+        max_spread=parsed.max_spread,
+        allow_noisy=parsed.allow_noisy,
     )
     if len(compared.ratios):
         print(f"throughput B / A per configuration ({compare.pair_names(compared.ratios)}):")
         print(compare.ratio_lines(compared.ratios))
         print()
     _print_written(compared)
-    if ns.fail_below is None:
+    if parsed.fail_below is None:
         return 0
     if compared.ratios.empty:
         raise UserError(
@@ -353,7 +357,7 @@ def _compare(args: list[str]) -> int:
         )
     for line in compare.regression_lines(compared.regressed, compared.ratios):
         print(f"dpsuite: regression: {line}", file=sys.stderr)
-    for line in compare.noisy_lines(compared.noisy, compared.ratios, ns.max_spread):
+    for line in compare.noisy_lines(compared.noisy, compared.ratios, parsed.max_spread):
         print(
             f"dpsuite: too noisy to call: {line}: rerun, or --allow-noisy to gate on it",
             file=sys.stderr,
@@ -529,10 +533,12 @@ def _command(args: list[str]) -> int:
             f"unknown command '{args[0]}'{did_you_mean(args[0], list(COMMANDS))} "
             f"(choose from: {', '.join(COMMANDS)})"
         )
-    ns = top_parser().parse_args(args)  # top-level options only: the commands were matched above
-    if ns.shell_completion is not None:
-        return _completion([ns.shell_completion])
-    if ns.version:
+    parsed = top_parser().parse_args(
+        args
+    )  # top-level options only: the commands were matched above
+    if parsed.shell_completion is not None:
+        return _completion([parsed.shell_completion])
+    if parsed.version:
         from suite.cli.help import version
 
         print(version())

@@ -27,8 +27,7 @@ from suite.errors import ResultsWriteError
 from suite.measure.fingerprint import fingerprint
 from suite.results import RunWriter, effective_status, read_json, read_status
 from suite.results.store import ATTEMPTS_DIR, SCRATCH_DIR
-from suite.runtime import distributed as dd
-from suite.runtime import rendezvous
+from suite.runtime import distributed, rendezvous
 from suite.runtime.distributed import Ranks
 from suite.runtime.host import usable_cores
 
@@ -146,7 +145,7 @@ class Attempt:
 
 def launch(spec: RunSpec) -> str:
     """Run ``spec`` here: join existing ranks, run in this process, or spawn workers."""
-    joined = dd.ranks_from_env()
+    joined = distributed.ranks_from_env()
     if joined is not None:
         return join_existing(spec, joined)
     record = base_record(spec)
@@ -174,7 +173,7 @@ def launch(spec: RunSpec) -> str:
 
 def join_existing(spec: RunSpec, ranks: Ranks) -> str:
     """Under torchrun or srun: the ranks exist, so join their process group."""
-    dd.slurm_master_env()
+    distributed.slurm_master_env()
     decision: list[Any] = [None, None]  # [skip, the attempt's directory], decided by rank 0
     attempt, writer = None, None
     if ranks.rank == 0:
@@ -186,16 +185,16 @@ def join_existing(spec: RunSpec, ranks: Ranks) -> str:
             writer = RunWriter(attempt.dir)
             writer.start(record)
         decision = [skip, str(attempt.dir) if attempt else None]
-    device = dd.device_for(spec.device, ranks.local_rank)
+    device = distributed.device_for(spec.device, ranks.local_rank)
     try:
-        dd.init_group(spec.backend, ranks, "env://", spec.cfg.ddp.timeout_s)
+        distributed.init_group(spec.backend, ranks, "env://", spec.cfg.ddp.timeout_s)
         torch.distributed.broadcast_object_list(decision, src=0)
     except Exception as exc:  # the other ranks never came: this run failed, say why
         if writer is not None:
             writer.finish("failed", error=describe(exc))
         raise
     if decision[0]:
-        dd.shutdown()
+        distributed.shutdown()
         if ranks.rank == 0:
             print(f"{spec.run_id}: already complete in {spec.run_dir}, skipped")
         return SKIPPED
@@ -241,9 +240,9 @@ def run_rank(
     """One rank's whole life: group, training, final status, clean teardown."""
     from suite.engine.train import train
 
-    device = device or dd.device_for(spec.device, ranks.local_rank)
+    device = device or distributed.device_for(spec.device, ranks.local_rank)
     if init_method is not None:
-        dd.init_group(spec.backend, ranks, init_method, spec.cfg.ddp.timeout_s)
+        distributed.init_group(spec.backend, ranks, init_method, spec.cfg.ddp.timeout_s)
     writer = None
     if ranks.rank == 0:
         writer = RunWriter(run_dir)
@@ -260,7 +259,7 @@ def run_rank(
         if torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
         raise
-    dd.shutdown()
+    distributed.shutdown()
     return status
 
 
@@ -284,7 +283,7 @@ def spawn(spec: RunSpec, run_dir: Path, writer: RunWriter) -> str:
     """Start ``spec.workers`` processes on this host and supervise them until they end."""
     data_memo.load_data(spec.build_workload())  # generate/cache the data once, not per rank
     try:
-        dd.spawn_local(
+        distributed.spawn_local(
             _spawned,
             (spec, run_dir),
             spec.workers,
@@ -292,7 +291,7 @@ def spawn(spec: RunSpec, run_dir: Path, writer: RunWriter) -> str:
             spec.cfg.ddp.start_method,
             scratch=scratch_dir(spec),
         )
-    except dd.WorkerFailure as exc:
+    except distributed.WorkerFailure as exc:
         return after_failure(spec, writer, str(exc))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the interrupt is what to report
         with contextlib.suppress(ResultsWriteError):

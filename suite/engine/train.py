@@ -36,7 +36,7 @@ from suite.optim.lars import LARS, lars_param_groups
 from suite.optim.lr_rules import RULES, LRPlan
 from suite.optim.precision import Precision
 from suite.results import RunWriter
-from suite.runtime import distributed as dd
+from suite.runtime import distributed
 from suite.runtime.distributed import Ranks
 from suite.sync.traffic import sync_metrics
 from workloads import Data, Workload
@@ -87,7 +87,7 @@ def train_step(run: Run, step: int, idx: Any) -> None:
     run.probes.on_step_start(step)
     run.optimizer.zero_grad(set_to_none=True)
     loss = run.replicas.forward_backward(idx)  # the workers' averaged gradient is in .grad
-    run.probes.after_backward(step)
+    run.probes.on_backward_end(step)
     run.precision.step(run.optimizer)
     run.replicas.after_step()  # parameter exchanges (local SGD's model averaging)
     run.probes.on_step_end(step)
@@ -123,7 +123,7 @@ def evaluate_and_record(run: Run, step: int, train_loss: float) -> bool:
         run.reporter.run_evaluated(row)
     # Rank 0 has just written results; without this the other ranks would wait for it inside
     # the next timed step's all-reduce, and the writing would count as training.
-    dd.barrier()
+    distributed.barrier()
     return math.isfinite(eval_loss)
 
 
@@ -202,17 +202,17 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     # The model: identical on every rank (checked), wrapped by the sync strategy.
     torch.manual_seed(cfg.seed)
     model = workload.build_model().to(device=device, dtype=precision.param_dtype)
-    digest = dd.check_identical_replicas(model)
+    digest = distributed.check_identical_replicas(model)
     flops = None
     if writer:  # counted before DDP wraps the model, and only where results are written
         flops = training_flops_per_sample(model, loss_of, torch.arange(2, device=device))
     data = apply_step_options(cfg.step, model, data)
-    strategy = sync.build(cfg.sync, device, ranks.world_size if dd.active() else 1)
+    strategy = sync.build(cfg.sync, device, ranks.world_size if distributed.active() else 1)
     replicas = build_replicas(spec, ranks, model, strategy, loss_of, precision)
     optimizer = build_optimizer(spec, model)
 
-    spe = steps_per_epoch(data.num_train, spec.global_batch)
-    total_steps = spe * cfg.train.epochs
+    epoch_steps = steps_per_epoch(data.num_train, spec.global_batch)
+    total_steps = epoch_steps * cfg.train.epochs
     if cfg.train.max_steps is not None:
         total_steps = min(total_steps, cfg.train.max_steps)
     plan = LRPlan(
@@ -220,7 +220,7 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         base_lr=spec.base_lr,
         base_batch=spec.base_batch,
         global_batch=spec.global_batch,
-        steps_per_epoch=spe,
+        steps_per_epoch=epoch_steps,
         total_steps=total_steps,
         warmup_epochs=cfg.lr_rule.warmup_epochs,
         schedule=cfg.lr_rule.schedule,
@@ -237,14 +237,14 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
             init_digest=digest,
             num_params=parameter_count(model),
             param_numels=[p.numel() for p in model.parameters() if p.requires_grad],
-            steps_per_epoch=spe,
+            steps_per_epoch=epoch_steps,
             total_steps=total_steps,
             train_samples=data.num_train,
             eval_samples=data.num_eval,
             synthetic_data=workload.synthetic_data,
         )
     reporter = progress.current() if writer else progress.Reporter()
-    reporter.run_started(spec.run_id, total_steps, spe)
+    reporter.run_started(spec.run_id, total_steps, epoch_steps)
     return Run(
         spec=spec,
         ranks=ranks,
@@ -257,9 +257,9 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         replicas=replicas,
         optimizer=optimizer,
         plan=plan,
-        steps_per_epoch=spe,
+        steps_per_epoch=epoch_steps,
         total_steps=total_steps,
-        evals=eval_steps(spe, cfg.train.epochs, cfg.train.evals_per_epoch, total_steps),
+        evals=eval_steps(epoch_steps, cfg.train.epochs, cfg.train.evals_per_epoch, total_steps),
         probes=probes,
         flops=flops,
         reporter=reporter,
@@ -341,7 +341,7 @@ def comm_probe(
     spec: RunSpec, replicas: Replicas, strategy, timer: StepTimeProbe, device: torch.device
 ) -> CommProbe | None:
     """Communication timing, for runs whose ranks communicate."""
-    if not dd.active():
+    if not distributed.active():
         return None
     hook_timer = None
     if spec.cfg.timing.comm_hook and isinstance(replicas.net, nn.parallel.DistributedDataParallel):
@@ -362,13 +362,19 @@ def noise_scale_probe(
     spec: RunSpec, replicas: Replicas, precision: Precision, device, ranks: Ranks
 ) -> NoiseScaleProbe | None:
     """The gradient-noise-scale probe of this run, or None when it is not measured."""
-    ns = spec.cfg.noise_scale
-    recorder = replicas.piece_recorder() if ns.enabled else None
+    noise_cfg = spec.cfg.noise_scale
+    recorder = replicas.piece_recorder() if noise_cfg.enabled else None
     if recorder is None or replicas.noise_method is None:
         return None
     b_small, b_big = piece_batches(replicas.noise_method, spec.per_worker_batch, spec.global_batch)
     meter = NoiseScaleMeter(
-        replicas.noise_method, ns.every, ns.window_steps, b_small, b_big, device, ranks.world_size
+        replicas.noise_method,
+        noise_cfg.every,
+        noise_cfg.window_steps,
+        b_small,
+        b_big,
+        device,
+        ranks.world_size,
     )
     model = replicas.model
     return NoiseScaleProbe(meter, recorder, lambda: gradients(model), precision.loss_scale)
@@ -399,9 +405,11 @@ def build_optimizer(spec: RunSpec, model: nn.Module) -> torch.optim.Optimizer:
     )
 
 
-def eval_steps(spe: int, epochs: int, per_epoch: int, total_steps: int) -> set[int]:
+def eval_steps(epoch_steps: int, epochs: int, per_epoch: int, total_steps: int) -> set[int]:
     points = {
-        round(e * spe + k * spe / per_epoch) for e in range(epochs) for k in range(1, per_epoch + 1)
+        round(e * epoch_steps + k * epoch_steps / per_epoch)
+        for e in range(epochs)
+        for k in range(1, per_epoch + 1)
     }
     return {s for s in points if 0 < s <= total_steps} | {total_steps}
 
@@ -410,7 +418,7 @@ def calibrate(run: Run) -> None:
     """The run's own steps timed without communication, all state restored after; the probes
     get their durations."""
     steps = run.spec.cfg.timing.calibration_steps
-    if not dd.active() or steps == 0:
+    if not distributed.active() or steps == 0:
         return  # one process: nothing to take out of its steps
     warm = run.spec.cfg.timing.warmup_steps
 
@@ -455,7 +463,7 @@ def evaluate(run: Run, model: nn.Module, x: Tensor, y: Tensor) -> tuple[float, f
             correct += float(ok)
             count += n
     model.train()
-    loss_sum, correct, count = dd.all_reduce_sum([loss_sum, correct, count], device)
+    loss_sum, correct, count = distributed.all_reduce_sum([loss_sum, correct, count], device)
     return loss_sum / count, correct / count
 
 
@@ -474,7 +482,7 @@ class LossTracker:
     def sync(self) -> float:
         """All-reduce what is pending; returns its mean (NaN/Inf when the run diverged)."""
         local = torch.stack(self.pending).double().sum().item() if self.pending else 0.0
-        total, count = dd.all_reduce_sum([local, float(len(self.pending))], self.device)
+        total, count = distributed.all_reduce_sum([local, float(len(self.pending))], self.device)
         self.pending.clear()
         self.window_sum += total
         self.window_n += count

@@ -83,9 +83,9 @@ def mean_across_ranks(value: float | None, device: torch.device) -> float | None
     """The mean over ranks of one number per rank (None if any rank has none)."""
     import torch.distributed as dist
 
-    from suite.runtime import distributed as dd
+    from suite.runtime import distributed
 
-    if not dd.active():
+    if not distributed.active():
         return value
     t = torch.tensor([value if value is not None else float("nan")], dtype=torch.float64)
     t = t.to(device)
@@ -100,9 +100,9 @@ def exposed_metrics(
     """compute_time_s (the median step without sync, max across ranks), exposed_comm_s (what
     sync adds to the median step), comm_fraction (its share of the step), and the split of
     compute_time_s into the typical rank's compute and the wait for the slowest rank."""
-    from suite.runtime import distributed as dd
+    from suite.runtime import distributed
 
-    compute = median(windowed(dd.max_across_ranks(no_sync_times, device), period))
+    compute = median(windowed(distributed.max_across_ranks(no_sync_times, device), period))
     typical = mean_across_ranks(median(windowed(no_sync_times, period)), device)
     wait = None
     if compute is not None and typical is not None:

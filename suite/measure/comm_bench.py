@@ -36,8 +36,7 @@ from suite.measure.fingerprint import fingerprint
 from suite.results import COMM_BENCH_JSON, now_iso, read_json, write_comm_bench
 from suite.results import lock as results_lock
 from suite.results.gate import TAG_PATTERN
-from suite.runtime import distributed as dd
-from suite.runtime import host_memory
+from suite.runtime import distributed, host_memory
 from suite.runtime.distributed import Ranks
 from suite.runtime.host import check_writable, resolve_backend, usable_cores, wait_for_device
 
@@ -346,8 +345,8 @@ PLACEMENT = {
 def run_rank(spec: BenchSpec, ranks: Ranks, init_method: str, bench_dir: Path | None) -> None:
     """One rank of the benchmark; rank 0 prints the tables and writes the results."""
     torch.set_num_threads(spec.threads_per_worker)
-    device = dd.device_for(spec.device, ranks.local_rank)
-    dd.init_group(spec.backend, ranks, init_method, TIMEOUT_S)
+    device = distributed.device_for(spec.device, ranks.local_rank)
+    distributed.init_group(spec.backend, ranks, init_method, TIMEOUT_S)
     try:
         started = now_iso()
         rows = []
@@ -367,7 +366,7 @@ def run_rank(spec: BenchSpec, ranks: Ranks, init_method: str, bench_dir: Path | 
             bench_dir = bench_dir or bench_dir_for(spec, socket.gethostname())
             write_results(spec, ranks, rows, started, bench_dir)
     finally:
-        dd.shutdown()
+        distributed.shutdown()
 
 
 def write_results(
@@ -418,9 +417,9 @@ def run(spec: BenchSpec) -> int:
 
     Exit code: 0, or 1 when a rank failed or any reduced value was wrong.
     """
-    joined = dd.ranks_from_env()
+    joined = distributed.ranks_from_env()
     if joined is not None:
-        dd.slurm_master_env()
+        distributed.slurm_master_env()
         run_rank(spec, joined, "env://", None)
         return 0
     command = (
@@ -436,8 +435,10 @@ def run(spec: BenchSpec) -> int:
                 with tempfile.TemporaryDirectory(prefix="dpsuite-store-") as tmp:
                     run_rank(spec, Ranks(0, 1, 0, 1), Path(tmp, "store").as_uri(), bench_dir)
             else:
-                dd.spawn_local(_spawned, (spec, bench_dir), spec.workers, spec.threads_per_worker)
-        except dd.WorkerFailure as exc:
+                distributed.spawn_local(
+                    _spawned, (spec, bench_dir), spec.workers, spec.threads_per_worker
+                )
+        except distributed.WorkerFailure as exc:
             print(f"dpsuite: comm-bench failed: {exc}", file=sys.stderr)
             return 1
         finally:

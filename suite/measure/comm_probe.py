@@ -28,7 +28,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from suite.measure.comm_timer import CommTimer
 from suite.measure.probes import Probe
 from suite.measure.step_timer import StepTimer, median, percentile
-from suite.runtime import distributed as dd
+from suite.runtime import distributed
 from suite.sync.counter import CommCounter
 
 NS = 1e-9
@@ -106,7 +106,10 @@ class CommProbe(Probe):
         waited = [self.counter.steps[s].blocking_s for s in steps]
         comm = [self.samples[s][0] + w for s, w in zip(steps, waited, strict=True)]
         tail = [self.samples[s][1] + w for s, w in zip(steps, waited, strict=True)]
-        comm, tail = dd.max_across_ranks(comm, self.device), dd.max_across_ranks(tail, self.device)
+        comm, tail = (
+            distributed.max_across_ranks(comm, self.device),
+            distributed.max_across_ranks(tail, self.device),
+        )
         return {s: (c, t) for s, c, t in zip(steps, comm, tail, strict=True)}
 
     def step_columns(self) -> dict[int, dict[str, Any]]:
@@ -124,11 +127,11 @@ class CommProbe(Probe):
         sample of every n-th step could miss it altogether)."""
         kept = set(self.timer.steps)
         steps = sorted(s for s in self.samples if s in kept)
-        comm = dd.max_across_ranks([self.samples[s][0] for s in steps], self.device)
-        tail = dd.max_across_ranks([self.samples[s][1] for s in steps], self.device)
+        comm = distributed.max_across_ranks([self.samples[s][0] for s in steps], self.device)
+        tail = distributed.max_across_ranks([self.samples[s][1] for s in steps], self.device)
         comm, tail = [c for c in comm if c == c], [t for t in tail if t == t]  # drop rejected
         waited = [self.counter.steps[s].blocking_s for s in self.timer.steps]
-        blocking = dd.max_across_ranks([sum(waited) / max(1, len(waited))], self.device)[0]
+        blocking = distributed.max_across_ranks([sum(waited) / max(1, len(waited))], self.device)[0]
         c, t = median(comm), median(tail)
         return {
             "comm_time_s": None if c is None else c + blocking,

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from suite.measure.probes import Probe
-from suite.runtime import distributed as dd
+from suite.runtime import distributed
 
 STATUS = Path("/proc/self/status")
 CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -46,7 +46,7 @@ class MemoryProbe(Probe):
     def metrics(self) -> dict[str, Any]:
         rss = _status_kib("VmHWM")
         cuda = torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else 0
-        peaks = dd.max_across_ranks([rss or 0.0, float(cuda)], self.device)
+        peaks = distributed.max_across_ranks([rss or 0.0, float(cuda)], self.device)
         return {
             "peak_rss_mib": peaks[0] / 1024 if rss is not None else None,
             "peak_rss_since_run_start": self.reset,

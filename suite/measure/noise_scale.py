@@ -152,9 +152,9 @@ class NoiseScaleMeter:
         big = torch.stack([b for _, _, b in self._pending]).double().tolist()
         self._pending.clear()
         if self.method == "ranks":
-            from suite.runtime import distributed as dd
+            from suite.runtime import distributed
 
-            small = [s / self.world_size for s in dd.all_reduce_sum(small, self.device)]
+            small = [s / self.world_size for s in distributed.all_reduce_sum(small, self.device)]
         for step, s, b in zip(steps, small, big, strict=True):
             g2, trace = unbiased_estimates(s, b, self.b_small, self.b_big)
             if not (math.isfinite(g2) and math.isfinite(trace)):
@@ -222,7 +222,7 @@ class NoiseScaleProbe(Probe):
         if self.measuring:
             self.recorder.start()
 
-    def after_backward(self, step: int) -> None:
+    def on_backward_end(self, step: int) -> None:
         if self.measuring:
             pieces = self.recorder.pieces()
             self.meter.add_pieces(step, pieces, self.gradients(), self.loss_scale())

@@ -1,4 +1,5 @@
-"""Measurement as probes: objects the training loop calls at fixed points of a run.
+"""Measurement as probes: objects the training loop calls at fixed points of a run (the hooks,
+all named `on_*`).
 
 The loop knows nothing about what is measured. It calls ``Probes`` by the hooks' own names,
 in this order::
@@ -6,7 +7,7 @@ in this order::
     probes.on_calibration_start()       # before the timed steps without gradient sync
     probes.on_calibration_end(times)    # after them: each calibration step's duration
     probes.on_step_start(step)          # before the step's forward pass
-    probes.after_backward(step)         # the averaged gradient is in .grad, no optimizer step yet
+    probes.on_backward_end(step)        # the averaged gradient is in .grad, no optimizer step yet
     probes.on_step_end(step)            # after the optimizer step (and any parameter exchange)
     probes.on_check()                   # at each loss check: the ranks meet, small collectives ok
     probes.on_eval(row)                 # at each evaluation: add columns to the epochs.csv row
@@ -29,7 +30,7 @@ HOOKS = (
     "on_calibration_start",
     "on_calibration_end",
     "on_step_start",
-    "after_backward",
+    "on_backward_end",
     "on_step_end",
     "on_check",
     "on_eval",
@@ -44,6 +45,7 @@ _LOOP_POINTS = {
     "step_end": "on_step_end",
     "check": "on_check",
     "evaluation": "on_eval",
+    "after_backward": "on_backward_end",
     "step_rows": "step_columns",
 }
 
@@ -73,7 +75,7 @@ class Probe:
     def on_step_start(self, step: int) -> None:
         """Before the step's forward pass."""
 
-    def after_backward(self, step: int) -> None:
+    def on_backward_end(self, step: int) -> None:
         """After backward and gradient averaging, before the optimizer step."""
 
     def on_step_end(self, step: int) -> None:
@@ -112,7 +114,7 @@ class Probes:
         self._calibration_start = calls["on_calibration_start"]
         self._calibration_end = calls["on_calibration_end"]
         self._start = calls["on_step_start"][::-1]
-        self._backward = calls["after_backward"]
+        self._backward = calls["on_backward_end"]
         self._end = calls["on_step_end"]
         self._check = calls["on_check"]
         self._eval = calls["on_eval"]
@@ -129,7 +131,7 @@ class Probes:
         for call in self._start:
             call(step)
 
-    def after_backward(self, step: int) -> None:
+    def on_backward_end(self, step: int) -> None:
         for call in self._backward:
             call(step)
 

@@ -102,11 +102,11 @@ class StepTimeProbe(Probe):
         self.timer.stop(step)
 
     def metrics(self) -> dict[str, Any]:
-        from suite.runtime import distributed as dd
+        from suite.runtime import distributed
 
         durations = self.timer.durations
-        self.step_max = dd.max_across_ranks(durations, self.device)
-        slowest_total = dd.max_across_ranks([sum(durations)], self.device)[0]
+        self.step_max = distributed.max_across_ranks(durations, self.device)
+        slowest_total = distributed.max_across_ranks([sum(durations)], self.device)[0]
         samples_per_s = (
             len(durations) * self.global_batch / slowest_total if slowest_total > 0 else None
         )

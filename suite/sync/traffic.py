@@ -9,14 +9,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from suite.runtime import distributed as dd
+from suite.runtime import distributed
 from suite.sync.base import SyncStrategy
 
 
 def all_ranks(values: list[float], device: torch.device) -> list[list[float]]:
     """``values`` from every rank, in rank order (float64)."""
     local = torch.tensor(values, dtype=torch.float64, device=device)
-    if not dd.active():
+    if not distributed.active():
         return [local.tolist()]
     gathered = [torch.empty_like(local) for _ in range(dist.get_world_size())]
     dist.all_gather(gathered, local)
@@ -24,7 +24,7 @@ def all_ranks(values: list[float], device: torch.device) -> list[list[float]]:
 
 
 def all_ranks_objects(value: Any) -> list[Any]:
-    if not dd.active():
+    if not distributed.active():
         return [value]
     out: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(out, value)

@@ -86,18 +86,18 @@ def train_one(data, rule: str, batch: int, seed: int) -> float | None:
         model.parameters(), lr=BASE_LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY
     )
     loss_fn = nn.CrossEntropyLoss()
-    spe = len(x) // batch
-    total = spe * EPOCHS
+    steps_per_epoch = len(x) // batch
+    total = steps_per_epoch * EPOCHS
     evaluate(model, x_test, y_test)
     step, acc = 0, None
     for epoch in range(EPOCHS):
         g = torch.Generator()
         g.manual_seed(seed + epoch)  # the order DistributedSampler gives
         perm = torch.randperm(len(x), generator=g)
-        for k in range(spe):
+        for k in range(steps_per_epoch):
             idx = perm[k * batch : (k + 1) * batch]
             for group in opt.param_groups:
-                group["lr"] = lr_at(step, rule, batch, spe, total)
+                group["lr"] = lr_at(step, rule, batch, steps_per_epoch, total)
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(model(x[idx]), y[idx])
             loss.backward()

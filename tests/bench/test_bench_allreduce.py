@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from suite.runtime import distributed as dd
+from suite.runtime import distributed
 from suite.runtime.distributed import Ranks
 
 SIZES = {"64KiB": 2**16, "1MiB": 2**20, "16MiB": 2**24}
@@ -25,13 +25,13 @@ ROUNDS, WARMUP = 20, 3
 def _peer(init_method: str, jobs: mp.Queue) -> None:
     """Rank 1: all-reduce (count, n) jobs until told to stop."""
     torch.set_num_threads(1)
-    dd.init_group("gloo", Ranks(1, 2, 1, 2), init_method, 120)
+    distributed.init_group("gloo", Ranks(1, 2, 1, 2), init_method, 120)
     while (job := jobs.get()) is not None:
         count, n = job
         buf = torch.ones(count)
         for _ in range(n):
             dist.all_reduce(buf)
-    dd.shutdown()
+    distributed.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +46,10 @@ def peer(request):
         proc = ctx.Process(target=_peer, args=(init_method, jobs))
         proc.start()
         torch.set_num_threads(1)
-        dd.init_group("gloo", Ranks(0, 2, 0, 2), init_method, 120)
+        distributed.init_group("gloo", Ranks(0, 2, 0, 2), init_method, 120)
         yield jobs
         jobs.put(None)
-        dd.shutdown()
+        distributed.shutdown()
         proc.join(timeout=60)
 
 

@@ -8,6 +8,7 @@ way a benchmark run is compared with a saved one, so that ``--fail-below`` can g
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,15 +16,13 @@ import numpy as np
 import pandas as pd
 
 from suite import results
-from suite.analysis.report import data, findings, plots, render, stats
-from suite.analysis.report.build import (
-    FigureWriter,
-    Written,
-    display_path,
-    machines_lines,
-    plural,
-    prepare_out,
-)
+from suite.analysis.report import data, render, stats
+from suite.analysis.report.meta import display_path, machines_lines
+from suite.analysis.report.output import FigureWriter, Written, prepare_out
+from suite.analysis.report.section import Section
+from suite.analysis.report.sections import comm as comm_section
+from suite.analysis.report.sections import scaling as scaling_section
+from suite.analysis.report.text import plural
 from suite.errors import UserError
 from suite.results import owned
 
@@ -360,16 +359,7 @@ def build_compare(
         raise UserError("compare needs at least one results directory")
     trees = [data.load_tree(d) for d in dirs]
     out = prepare_out(Path(out) if out is not None else default_out(dirs))
-    runs = pd.concat(
-        [t.runs.assign(source=display_path(t.source), source_index=i) for i, t in enumerate(trees)],
-        ignore_index=True,
-    )
-    comm_parts = [
-        t.comm.assign(source=display_path(t.source), source_index=i)
-        for i, t in enumerate(trees)
-        if not t.comm.empty
-    ]
-    comm = pd.concat(comm_parts, ignore_index=True) if comm_parts else pd.DataFrame()
+    runs, comm = combined(trees)
     machines = machine_order(runs, comm)
     ratios = ratio_table(runs, machines) if not runs.empty else pd.DataFrame()
     report = render.Report(
@@ -381,62 +371,22 @@ def build_compare(
             ),
         ],
     )
-    if len(ratios):
-        ratios["ratio_spread"] = ratios["ratio_high"] / ratios["ratio_low"]
-        ratios["too_noisy"] = too_noisy(ratios, max_spread)
-        ratios.attrs["max_spread"] = max_spread
-    regressed = regressions(ratios, fail_below) if fail_below is not None else pd.DataFrame()
-    noisy = regressed.iloc[0:0] if len(regressed) else pd.DataFrame()
-    if len(regressed) and not allow_noisy:
-        noisy, regressed = regressed[regressed["too_noisy"]], regressed[~regressed["too_noisy"]]
+    regressed, noisy = judge(ratios, fail_below, max_spread, allow_noisy)
     report.headline = ratio_findings(ratios, machines)
     if fail_below is not None and len(ratios):
         report.headline.append(regression_finding(regressed, ratios, fail_below, noisy))
     if len(ratios):
-        report.lead_tables.append(
-            render.Table(
-                f"Throughput B ÷ A per configuration ({pair_names(ratios)})",
-                ratio_display(ratios),
-                f"A is `{machines[0]}` (the first directory), B each other machine: B ÷ A > 1 "
-                "means B is faster. Median samples/s over the complete runs of each "
-                "configuration (seeds and repeats); in brackets the 95 % bootstrap interval of "
-                "the ratio, resampling each machine's runs (none with one run on a side); "
-                f"too noisy: its ends are more than {max_spread:g}× apart. "
-                "Every column is in `ratios.csv`.",
-            )
-        )
+        report.lead_tables.append(ratio_lead_table(ratios, machines, max_spread))
         owned.write(out / "ratios.csv", ratios.to_csv(index=False))
     figs = FigureWriter(out)
-    by_machine = ("machine", "workload", "per_worker_batch")
-    scaling = data.scaling_table(runs, always=by_machine) if not runs.empty else pd.DataFrame()
-    if not scaling.empty:
-        figs.add(
-            "throughput",
-            plots.throughput_vs_workers(scaling, machines),
-            "Throughput vs workers, per machine",
-            "One panel per workload; colour: machine, marker: per-worker batch. Median measured "
-            "samples/s of complete DDP runs (bars: 95 % bootstrap interval over repeats); "
-            "dashed: ideal linear scaling; hollow: oversubscribed.",
-        )
-        figs.add(
-            "efficiency",
-            plots.efficiency_vs_workers(scaling, machines),
-            "Scaling efficiency vs workers, per machine",
-            "Throughput at N workers over N × the throughput at the smallest worker count, on "
-            "the same machine; colour: machine, marker: per-worker batch.",
-        )
-        report.findings += findings.scaling_findings(scaling)
-        report.file("Scaling")
-    if not comm.empty:
-        figs.add(
-            "allreduce_bandwidth",
-            plots.allreduce_bandwidth(comm, machines),
-            f"{data.collectives_label(comm)} bandwidth vs message size, per machine",
-            "From `dpsuite comm-bench`: busbw and algbw (nccl-tests definitions); colour: "
-            "machine (the collective when there are several), line style: rank count.",
-        )
-        report.findings += findings.comm_bench_findings(comm)
-        report.file("All-reduce")
+    for topic, part in (
+        (scaling_section.TOPIC, scaling_part(runs, machines)),
+        (comm_section.TOPIC, comm_part(comm, machines)),
+    ):
+        for plot in part.plots:
+            figs.add(plot)
+        report.findings += part.findings
+        report.file(topic)
     report.figures = figs.figures
     report.warnings = [w for t in trees for w in t.warnings]
     summary = data.summary_frame(runs) if not runs.empty else pd.DataFrame(columns=["machine"])
@@ -451,3 +401,92 @@ def build_compare(
         regressed=regressed,
         noisy=noisy,
     )
+
+
+def combined(trees: list[data.ResultsTree]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every tree's runs and comm-bench rows in one frame each, with the directory they came
+    from (``source``) and its place on the command line (``source_index``)."""
+    runs = pd.concat(
+        [t.runs.assign(source=display_path(t.source), source_index=i) for i, t in enumerate(trees)],
+        ignore_index=True,
+    )
+    comm_parts = [
+        t.comm.assign(source=display_path(t.source), source_index=i)
+        for i, t in enumerate(trees)
+        if not t.comm.empty
+    ]
+    comm = pd.concat(comm_parts, ignore_index=True) if comm_parts else pd.DataFrame()
+    return runs, comm
+
+
+def judge(
+    ratios: pd.DataFrame, fail_below: float | None, max_spread: float, allow_noisy: bool
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Mark each ratio's spread (and whether it is too noisy, in place); then (regressed, noisy):
+    the configurations below ``fail_below``, those too noisy to call kept apart unless
+    ``allow_noisy``."""
+    if len(ratios):
+        ratios["ratio_spread"] = ratios["ratio_high"] / ratios["ratio_low"]
+        ratios["too_noisy"] = too_noisy(ratios, max_spread)
+        ratios.attrs["max_spread"] = max_spread
+    regressed = regressions(ratios, fail_below) if fail_below is not None else pd.DataFrame()
+    noisy = regressed.iloc[0:0] if len(regressed) else pd.DataFrame()
+    if len(regressed) and not allow_noisy:
+        noisy, regressed = regressed[regressed["too_noisy"]], regressed[~regressed["too_noisy"]]
+    return regressed, noisy
+
+
+def ratio_lead_table(ratios: pd.DataFrame, machines: list[str], max_spread: float) -> render.Table:
+    """The ratio table, first in the report."""
+    return render.Table(
+        f"Throughput B ÷ A per configuration ({pair_names(ratios)})",
+        ratio_display(ratios),
+        f"A is `{machines[0]}` (the first directory), B each other machine: B ÷ A > 1 "
+        "means B is faster. Median samples/s over the complete runs of each "
+        "configuration (seeds and repeats); in brackets the 95 % bootstrap interval of "
+        "the ratio, resampling each machine's runs (none with one run on a side); "
+        f"too noisy: its ends are more than {max_spread:g}× apart. "
+        "Every column is in `ratios.csv`.",
+    )
+
+
+def scaling_part(runs: pd.DataFrame, machines: list[str]) -> Section:
+    """Throughput and efficiency against workers, one colour per machine, and their findings."""
+    by_machine = ("machine", "workload", "per_worker_batch")
+    scaling = data.scaling_table(runs, always=by_machine) if not runs.empty else pd.DataFrame()
+    part = Section()
+    if scaling.empty:
+        return part
+    part.plot(
+        "throughput",
+        functools.partial(scaling_section.throughput_vs_workers, scaling, machines),
+        "Throughput vs workers, per machine",
+        "One panel per workload; colour: machine, marker: per-worker batch. Median measured "
+        "samples/s of complete DDP runs (bars: 95 % bootstrap interval over repeats); "
+        "dashed: ideal linear scaling; hollow: oversubscribed.",
+    )
+    part.plot(
+        "efficiency",
+        functools.partial(scaling_section.efficiency_vs_workers, scaling, machines),
+        "Scaling efficiency vs workers, per machine",
+        "Throughput at N workers over N × the throughput at the smallest worker count, on "
+        "the same machine; colour: machine, marker: per-worker batch.",
+    )
+    part.findings += scaling_section.scaling_findings(scaling)
+    return part
+
+
+def comm_part(comm: pd.DataFrame, machines: list[str]) -> Section:
+    """Every machine's comm-bench bandwidth in one plot, and its findings."""
+    part = Section()
+    if comm.empty:
+        return part
+    part.plot(
+        "allreduce_bandwidth",
+        functools.partial(comm_section.allreduce_bandwidth, comm, machines),
+        f"{data.collectives_label(comm)} bandwidth vs message size, per machine",
+        "From `dpsuite comm-bench`: busbw and algbw (nccl-tests definitions); colour: "
+        "machine (the collective when there are several), line style: rank count.",
+    )
+    part.findings += comm_section.comm_bench_findings(comm)
+    return part

@@ -16,6 +16,7 @@ from matplotlib.lines import Line2D
 
 from suite.analysis.report import data
 from suite.analysis.report.plots import log2_axis, plain_log_axis, series_color, styled
+from suite.analysis.report.text import human_bytes, pct
 
 REFERENCE = "allreduce"
 SYNC_KEY = [
@@ -39,19 +40,6 @@ MEASURES = [
 ]
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 TOLERANCE = 0.01  # accuracy differences up to 1 point count as equal, as elsewhere in reports
-
-
-def short_bytes(n: float) -> str:
-    """Bytes with three significant digits and a binary unit: 616 KiB, 12.5 KiB, 0 B."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.3g} {unit}" if unit != "B" else f"{n:.0f} B"
-        n /= 1024
-    return f"{n:.3g} GiB"
-
-
-def pct(fraction: float) -> str:
-    return f"{100 * fraction:.1f} %"
 
 
 # ---- table --------------------------------------------------------------------------------------
@@ -152,7 +140,7 @@ def bytes_by_strategy(group: pd.DataFrame, title: str) -> Figure | None:
             x = i - 0.4 + width * (j + 0.5)
             value = row["value"].iloc[0]
             ax.annotate(
-                short_bytes(value),
+                human_bytes(value),
                 (x, value),
                 xytext=(0, 2),
                 textcoords="offset points",
@@ -188,7 +176,7 @@ def bytes_axis(ax, values, axis: str = "y") -> None:
     target = ax.yaxis if axis == "y" else ax.xaxis
     (ax.set_yscale if axis == "y" else ax.set_xscale)("log", base=2)
     target.set_major_locator(ticker.FixedLocator([4.0**k for k in range(lo, hi + 1)]))
-    target.set_major_formatter(ticker.FuncFormatter(lambda v, _: short_bytes(v)))
+    target.set_major_formatter(ticker.FuncFormatter(lambda v, _: human_bytes(v)))
     target.set_minor_locator(ticker.NullLocator())
     (ax.set_ylim if axis == "y" else ax.set_xlim)(min(finite), max(finite))
 
@@ -298,8 +286,8 @@ def versus_reference(row: pd.Series, ref: pd.Series, n: int) -> str:
         amount = "the same as"
     speed = row["samples_per_s"] / ref["samples_per_s"]
     sentence = (
-        f"At {n} workers, `{row['sync_label']}` sends {short_bytes(b)} per step per worker, "
-        f"{amount} all-reduce's {short_bytes(b_ref)}; "
+        f"At {n} workers, `{row['sync_label']}` sends {human_bytes(b)} per step per worker, "
+        f"{amount} all-reduce's {human_bytes(b_ref)}; "
         f"{row['samples_per_s']:,.0f} samples/s ({speed:.2f}× all-reduce)"
     )
     acc, acc_ref = row["final_eval_acc"], ref["final_eval_acc"]
@@ -333,11 +321,11 @@ def server_growth(group: pd.DataFrame) -> list[str]:
         n0, n1 = int(first["workers"]), int(last["workers"])
         s0, s1 = first["server_wire_bytes_per_step"], last["server_wire_bytes_per_step"]
         out.append(
-            f"`{label}`: the server sends {short_bytes(s0)} per "
-            f"step at {n0} workers and {short_bytes(s1)} at {n1} "
+            f"`{label}`: the server sends {human_bytes(s0)} per "
+            f"step at {n0} workers and {human_bytes(s1)} at {n1} "
             f"({s1 / s0:.1f}×), while a "
-            f"worker sends {short_bytes(first['wire_bytes_per_step'])} at {n0} and "
-            f"{short_bytes(last['wire_bytes_per_step'])} at {n1}."
+            f"worker sends {human_bytes(first['wire_bytes_per_step'])} at {n0} and "
+            f"{human_bytes(last['wire_bytes_per_step'])} at {n1}."
         )
     return out
 
@@ -353,7 +341,7 @@ def frontier_finding(multi: pd.DataFrame) -> list[str]:
         return []
     front = frontier(at)
     on = ", ".join(
-        f"`{r['sync_label']}` ({short_bytes(r['wire_bytes_per_step'])}, {pct(r['final_eval_acc'])})"
+        f"`{r['sync_label']}` ({human_bytes(r['wire_bytes_per_step'])}, {pct(r['final_eval_acc'])})"
         for _, r in front.iterrows()
     )
     sentence = (

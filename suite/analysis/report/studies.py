@@ -22,6 +22,7 @@ from suite.analysis.report import critical_batch as cb
 from suite.analysis.report import data
 from suite.analysis.report import target_study as ts
 from suite.analysis.report import time_to_target as ttt
+from suite.analysis.report.text import plural
 
 Groups = list[tuple[str, pd.DataFrame]]
 
@@ -133,12 +134,34 @@ def analyse(
     )
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def scaling_fits(tree: data.ResultsTree) -> list[scaling.Fit]:
     """The scaling model fitted per machine and workload, where the results allow."""
     if tree.runs.empty or tree.comm.empty:
         return []
     return scaling.fit_all(tree.runs, tree.comm)[0]
+
+
+@dataclass
+class Context:
+    """What every section of a report reads: the results tree and the studies of it, computed
+    once (``scaling``: `data.scaling_table` of the tree's runs)."""
+
+    tree: data.ResultsTree
+    scaling: pd.DataFrame
+    fits: list[scaling.Fit]
+    accuracy: Groups
+    targets: list[TargetStudy]
+
+    @property
+    def has_runs(self) -> bool:
+        return not self.tree.runs.empty
+
+
+def context(tree: data.ResultsTree) -> Context:
+    """Study ``tree`` once; the warnings of its steps-to-target studies join the tree's."""
+    fits = scaling_fits(tree)
+    table = data.scaling_table(tree.runs) if not tree.runs.empty else pd.DataFrame()
+    accuracy, target_groups = split(data.convergence_runs(tree.runs))
+    targets = [analyse(tree, label, group, fits) for label, group in target_groups]
+    tree.warnings += [warning for study in targets for warning in study.warnings()]
+    return Context(tree, table, fits, accuracy, targets)

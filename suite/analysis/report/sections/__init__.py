@@ -1,0 +1,1 @@
+"""One module per topic of a report; each exposes ``section``, ``TOPIC`` and ``PLOTS``."""

@@ -1,0 +1,214 @@
+"""Time to target of a steps-to-target study: against worker count, measured and predicted by
+the scaling model; its table, findings and headline candidate. `steps_to_target` shows it per
+study."""
+
+from __future__ import annotations
+
+import functools
+
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from suite.analysis.report import data, render, studies
+from suite.analysis.report import time_to_target as ttt
+from suite.analysis.report.plots import (
+    HOLLOW,
+    ORACLE_COLOR,
+    ORACLE_LINE,
+    log2_axis,
+    plain_log_axis,
+    rule_color,
+    styled,
+)
+from suite.analysis.report.section import Section
+from suite.analysis.report.text import pct
+
+TOPIC = "Steps to target"
+PLOTS = ("time_to_target",)
+
+
+def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Section:
+    """Time to target against workers, measured and predicted; its table and findings."""
+    part = Section()
+    if study.times.empty:
+        return part
+    target = f"{100 * study.target:g} %"
+    validated = (
+        f" (validated up to {study.model.validated_max} workers)" if study.model is not None else ""
+    )
+    part.plot(
+        f"time_to_target{suffix}",
+        functools.partial(
+            time_to_target,
+            ttt.fastest_per_workers(study.times),
+            study.target,
+            f"Time to {target}{about}",
+            study.split,
+        ),
+        f"Time to {target} {study.split} accuracy vs workers{about}",
+        f"Steps to {target} at global batch N·b (seed median) × the step time of N workers "
+        "of per-worker batch b: training steps only. Filled circles: the step time measured "
+        "by this machine's scaling runs (median) with no more worker threads than cores, "
+        "joined by solid lines; hollow squares: measured, but oversubscribed (contention, not "
+        "scaling: never counted as measured); hollow circles: predicted by the scaling model "
+        "fitted to "
+        f"them{validated}. At each worker count the per-worker batch (of those the scaling "
+        "runs measured) that reaches the target soonest; black: at the LR oracle's best LR "
+        "per batch, colours: each rule.",
+    )
+    order = {ttt.MEASURED: 0, ttt.OVERSUBSCRIBED: 1, ttt.MODEL: 2}
+    times = study.times.sort_values(
+        ["source", "curve", "workers", "per_worker_batch"],
+        key=lambda col: col.map(order) if col.name == "source" else col,
+        kind="stable",
+    )
+    part.tables.append(
+        render.Table(
+            f"Time to {target}{about}",
+            pd.DataFrame(
+                {
+                    "curve": times["curve"],
+                    "workers": times["workers"],
+                    "per_worker_batch": times["per_worker_batch"],
+                    "global_batch": times["global_batch"],
+                    "steps": times["steps"],
+                    "step_time_ms": 1e3 * times["step_time_s"],
+                    "step_time": [step_time_source(row) for _, row in times.iterrows()],
+                    "time_s": times["time_s"],
+                }
+            ),
+            "Training steps only, sorted by where the step time comes from. measured: median "
+            "step time of this machine's scaling runs; oversubscribed: measured with more "
+            "worker threads than cores, the time of contention, kept apart from the measured "
+            "points; model: the scaling model fitted to them (extrapolated: beyond the worker "
+            "counts it was validated at).",
+        )
+    )
+    part.findings += time_findings(study)
+    return part
+
+
+def step_time_source(row: pd.Series) -> str:
+    """Where a time-to-target row's step time comes from, in the table's words."""
+    if row["source"] == ttt.MODEL and row["extrapolated"]:
+        return "model, extrapolated"
+    return str(row["source"])
+
+
+# How a time-to-target point's step time is drawn, by where it comes from.
+TIME_SOURCES = [("measured", "o", {}), ("oversubscribed", "s", HOLLOW), ("model", "o", HOLLOW)]
+
+
+TIME_SOURCE_LABELS = {
+    "measured": "measured step time",
+    "oversubscribed": "measured, oversubscribed (contention)",
+    "model": "step time from the scaling model",
+}
+
+
+@styled
+def time_to_target(
+    fastest: pd.DataFrame, target: float, title: str, split: str = "test"
+) -> Figure | None:
+    """Time to target against workers, per rule and for the LR oracle, each at the per-worker
+    batch that is fastest there; filled: measured step time, hollow: the scaling model's."""
+    if fastest.empty or fastest["workers"].nunique() < 2:
+        return None
+    fig = Figure(figsize=(8, 4.8))
+    ax = fig.add_subplot()
+    rules = [c for c in data.rule_order(fastest["curve"]) if c != "oracle"]
+    for curve in ["oracle", *rules]:  # the oracle first, wide and pale, as in steps to target
+        rows = fastest[fastest["curve"] == curve].sort_values("workers")
+        oracle = curve == "oracle"
+        color = ORACLE_COLOR if oracle else rule_color(curve)
+        line = ORACLE_LINE if oracle else {"lw": 1.4}
+        label = "LR oracle (best LR per batch)" if oracle else curve
+        # solid only through step times measured without contention; dashed through the rest
+        ax.plot(rows["workers"], rows["time_s"], color=color, lw=1, ls="--", alpha=0.6)
+        fair = rows[rows["source"] == "measured"]
+        ax.plot(fair["workers"], fair["time_s"], color=color, label=label, **line)
+        source = rows["source"]
+        for kind, marker, style in TIME_SOURCES:
+            at = (source == kind).to_numpy(bool)
+            ax.plot(rows["workers"][at], rows["time_s"][at], marker, color=color, **style)
+        for _, row in rows.iterrows() if oracle else ():
+            ax.annotate(
+                f"×{int(row['per_worker_batch'])}",
+                (row["workers"], row["time_s"]),
+                xytext=(4, -12),
+                textcoords="offset points",
+                fontsize=8,
+            )
+    log2_axis(ax, fastest["workers"])
+    plain_log_axis(ax, "y")
+    handles, labels = ax.get_legend_handles_labels()
+    kinds = set(fastest["source"])
+    for kind, marker, style in TIME_SOURCES:
+        if kind in kinds:
+            handles.append(Line2D([], [], color="gray", marker=marker, ls="", **style))
+            labels.append(TIME_SOURCE_LABELS[kind])
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    ax.set_xlabel("workers (×b: the per-worker batch of the oracle's point)")
+    ax.set_ylabel(f"time to {100 * target:g} % {split} accuracy (s, log scale)")
+    ax.set_title(title)
+    return fig
+
+
+def time_findings(study: studies.TargetStudy) -> list[str]:
+    """The fastest way to the target on this machine, at the best LR and under each rule."""
+    times = study.times
+    if times.empty:
+        return []
+    target = pct(study.target, 0)
+    out = []
+    best = ttt.fastest(times, ttt.ORACLE)
+    if best.measured is not None:
+        row = best.measured
+        out.append(
+            f"Time to {target} (training steps only) at the best LR per batch: fastest measured "
+            f"on this machine with {ttt.point(row)} ({ttt.seconds(row['time_s'])}: "
+            f"{row['steps']:,.0f} steps of {1e3 * row['step_time_s']:.2g} ms)"
+            + predicted_clause(best.predicted, study.model)
+            + "."
+        )
+    parts = []
+    for rule in data.rule_order(times[times["curve"] != ttt.ORACLE]["curve"]):
+        found = ttt.fastest(times, rule)
+        if found.measured is not None:
+            parts.append(
+                f"`{rule}` {ttt.point(found.measured)} ({ttt.seconds(found.measured['time_s'])})"
+            )
+    if parts:
+        out.append(f"Fastest measured time to {target} per rule: {', '.join(parts)}.")
+    return out
+
+
+def predicted_clause(row: pd.Series | None, model) -> str:
+    """'; the scaling model predicts ...' for a faster point beyond the measurements."""
+    if row is None:
+        return ""
+    beyond = (
+        f", extrapolated beyond the {model.validated_max} workers it was validated at"
+        if row["extrapolated"] and model is not None
+        else ""
+    )
+    return (
+        f"; the scaling model predicts {ttt.seconds(row['time_s'])} with {ttt.point(row)}{beyond}"
+    )
+
+
+def fastest_headline(study: studies.TargetStudy) -> str | None:
+    """The fastest measured way to the target on this machine, and the model's, if faster."""
+    if study.times.empty:
+        return None
+    best = ttt.fastest(study.times, ttt.ORACLE)
+    if best.measured is None:
+        return None
+    row = best.measured
+    return (
+        f"On this machine {pct(study.target, 0)} is reached fastest with {ttt.point(row)} "
+        f"({ttt.seconds(row['time_s'])} of training steps at the best LR)"
+        + predicted_clause(best.predicted, study.model)
+        + "."
+    )
