@@ -172,7 +172,8 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def overhead(session: nox.Session) -> None:
-    """Suite vs bare PyTorch: throughput ratio (DDP loop) and busbw ratio (all-reduce loop).
+    """Suite vs bare PyTorch: throughput ratio of the training step (interleaved with a bare DDP
+    step in the same ranks) and busbw ratio (all-reduce loop).
 
     `nox -s overhead -- --only train --workloads resnet50`: torchvision's ResNet-50, which needs
     the matching torch/torchvision pair (VISION_PAIR) installed instead of the default torch."""

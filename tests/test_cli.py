@@ -105,29 +105,71 @@ echo "reply: ${{COMPREPLY[*]}}"
     assert "reply: workload=mnist1d_mlp" in done.stdout, done.stdout + done.stderr
 
 
-def test_run_help_loads_no_results_or_launch_code():
-    """`dpsuite run --help` reads the config only: what runs, reports and sync need stays
-    unloaded (their imports are what made it slow)."""
+# What help and completion must not load: torch (and the workloads' models built on it), the
+# libraries of reports, and the code that runs, records or reports runs. Their imports took
+# `dpsuite run --help` from a fraction of a second to several.
+HEAVY = [
+    "torch",
+    "pandas",
+    "matplotlib",
+    "scipy",
+    "mnist1d",
+    "workloads.base",
+    "workloads.registry",
+    "suite.engine.launch",
+    "suite.runtime.distributed",
+    "suite.sync.registry",
+    "suite.sweep.runner",
+    "suite.results.load",
+]
+
+
+@pytest.mark.parametrize(
+    "args,comp_line,shown",
+    [
+        (["--help"], None, "commands:"),
+        (["run", "--help"], None, "workload.num_samples"),
+        (["run", "--help", "workload=gpt2", "sync=powersgd"], None, "workload.size=124M"),
+        (["sweep", "--help"], None, "presets:"),
+        (["-sc", "query=bash"], "dpsuite run workload=", "workload=mnist1d_mlp"),
+        (["-sc", "query=bash"], "dpsuite run workload=gpt2 workload.s", "workload.size="),
+        (["-sc", "query=bash"], "dpsuite sweep sc", "scaling"),
+        (["-sc", "install=bash"], None, "hydra_bash_completion"),
+    ],
+)
+def test_help_and_completion_load_no_torch_or_run_code(args, comp_line, shown):
+    """Help and completion read the config only (torch-free config dataclasses), in a fresh
+    process: what a run, its workloads and the reports need stays unloaded."""
     check = (
         "import contextlib, io, sys\n"
         "from suite.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
-        "    assert main(['run', '--help']) == 0\n"
-        "assert 'workload.num_samples' in out.getvalue() or 'workload=' in out.getvalue()\n"
-        "heavy = ['pandas', 'suite.engine.launch', 'suite.sync.registry', 'suite.sweep.runner',\n"
-        "         'suite.results.load', 'matplotlib']\n"
-        "print([m for m in heavy if m in sys.modules])\n"
+        f"    assert main({args!r}) == 0\n"
+        f"assert {shown!r} in out.getvalue(), out.getvalue()\n"
+        f"print([m for m in {HEAVY!r} if m in sys.modules])\n"
     )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if comp_line is not None:
+        env.update(COMP_LINE=comp_line, COMP_POINT=str(len(comp_line)))
     done = subprocess.run(
         [sys.executable, "-c", check],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_workload_configs_match_the_workloads():
+    """The torch-free config list names the same workloads, in the same order, with the
+    configs their classes carry."""
+    import workloads
+
+    assert {n: w.Config for n, w in workloads.REGISTRY.items()} == workloads.CONFIGS
+    assert list(workloads.REGISTRY) == list(workloads.CONFIGS)
 
 
 def test_sync_configs_match_the_strategies():

@@ -10,7 +10,7 @@ from suite.measure.comm_timer import CommTimer, union_length
 from suite.measure.step_timer import StepTimer
 from suite.optim.precision import Precision
 from suite.runtime import distributed
-from suite.runtime.distributed import Ranks
+from suite.runtime.ranks import Ranks
 
 
 def test_union_length_counts_overlap_once():

@@ -15,7 +15,7 @@ from suite.measure.noise_scale import (
     unbiased_estimates,
 )
 from suite.optim.precision import Precision
-from suite.runtime.distributed import Ranks
+from suite.runtime.ranks import Ranks
 from suite.sync import STRATEGIES, SyncConfig, SyncStrategy
 from tests.conftest import SMALL, only_run, read_params, read_run
 

@@ -8,8 +8,7 @@ from submitit.slurm.slurm import SlurmExecutor
 
 from suite.conf.compose import plan
 from suite.measure import fingerprint
-from suite.runtime import host
-from suite.runtime.distributed import ranks_from_env
+from suite.runtime.ranks import ranks_from_env, slurm_tasks_on_node
 from suite.sweep import slurm, slurm_launcher
 
 
@@ -137,7 +136,7 @@ def test_sacct_array_ranges_and_error_lines_are_read():
     ],
 )
 def test_tasks_on_this_node_from_slurm_variables(env, expected):
-    assert host.slurm_tasks_on_node(env) == expected
+    assert slurm_tasks_on_node(env) == expected
 
 
 SRUN_N2 = {  # what `srun -n2` sets for the second task (no SLURM_NTASKS_PER_NODE)

@@ -18,6 +18,7 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from suite.runtime import distributed
+from suite.runtime.ranks import Ranks
 from suite.sync import build
 from suite.sync.local_sgd import LocalSGDConfig
 
@@ -34,7 +35,7 @@ def tiny_model() -> nn.Module:
 
 
 def _worker(rank: int, store: str, out: str) -> None:
-    distributed.init_group("gloo", distributed.Ranks(rank, WORLD, rank, WORLD), store, timeout_s=60)
+    distributed.init_group("gloo", Ranks(rank, WORLD, rank, WORLD), store, timeout_s=60)
     model = tiny_model()
     strategy = build(LocalSGDConfig(period=PERIOD, warmup_steps=WARMUP), torch.device("cpu"), WORLD)
     net = strategy.wrap(model, bucket_cap_mb=25)

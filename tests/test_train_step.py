@@ -11,7 +11,7 @@ from suite.conf.compose import compose_config
 from suite.conf.run_spec import resolve
 from suite.engine.train import check, evaluate_and_record, setup, train_step
 from suite.measure.probes import Probe, Probes
-from suite.runtime.distributed import Ranks
+from suite.runtime.ranks import Ranks
 from tests.conftest import SMALL
 
 

@@ -7,7 +7,7 @@ import torch
 
 import workloads
 from tests.conftest import only_run, read_run, run_subprocess
-from workloads.vision import torchvision_problem
+from workloads.configs.vision import torchvision_problem
 
 pytestmark = pytest.mark.skipif(
     torchvision_problem() is not None, reason=str(torchvision_problem())

@@ -1,48 +1,63 @@
-"""Workload registry: name -> Workload class.
+"""Workload registry: name -> Workload class, and name -> its config.
 
-The built-ins are listed here; workloads of other installed packages come from the entry-point
-group ``dpsuite.workloads``, and a one-off from its import path (``mypkg.models:MyWorkload``):
-see ``workloads.plugins``.
+The built-ins are listed in ``workloads.registry`` (their classes) and ``workloads.configs``
+(their configs); workloads of other installed packages come from the entry-point group
+``dpsuite.workloads``, and a one-off from its import path (``mypkg.models:MyWorkload``): see
+``workloads.plugins``.
+
+The configs import no torch, so composing a config, printing help and completing a command line
+stay quick: ``configs()`` and ``names()`` read them. The classes (``REGISTRY``, ``available``,
+``lookup``, ``get_workload``, ``Workload``, ``Data``) import torch on first use.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workloads import plugins
-from workloads.base import Data, Workload, WorkloadConfig
-from workloads.cifar_resnet import CIFARResNet
-from workloads.gpt2 import GPT2Workload
-from workloads.mnist_1d import MNIST1DCNN, MNIST1DMLP
+from workloads.configs import CONFIGS, WorkloadConfig
 from workloads.plugins import PluginError
-from workloads.tiny_gpt import TinyGPTWorkload
-from workloads.vision import TorchvisionWorkload
 
-REGISTRY: dict[str, type[Workload]] = {
-    w.name: w
-    for w in (
-        MNIST1DMLP,
-        MNIST1DCNN,
-        CIFARResNet,
-        TinyGPTWorkload,
-        GPT2Workload,
-        TorchvisionWorkload,
-    )
-}
+if TYPE_CHECKING:
+    from workloads.base import Data, Workload
+    from workloads.registry import REGISTRY
+
+_LAZY = {"Data": "workloads.base", "Workload": "workloads.base", "REGISTRY": "workloads.registry"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'workloads' has no attribute {name!r}")
+
+
+def _registry() -> dict[str, type[Workload]]:
+    from workloads.registry import REGISTRY
+
+    return REGISTRY
+
+
+def configs() -> dict[str, type[WorkloadConfig]]:
+    """Each usable workload's config by name: the built-ins' (no torch) and those of the
+    installed plugins that load (a built-in name is never shadowed)."""
+    found = {n: p.workload.Config for n, p in plugins.discovered().items() if p.workload}
+    return {**found, **CONFIGS}
 
 
 def available() -> dict[str, type[Workload]]:
     """The built-ins and every installed plugin that loads (a built-in name is never shadowed)."""
     found = {n: p.workload for n, p in plugins.discovered().items() if p.workload is not None}
-    return {**found, **REGISTRY}
+    return {**found, **_registry()}
 
 
 def broken() -> dict[str, str]:
     """Installed plugins that cannot be used, with the one-line reason."""
     out = {}
     for name, plugin in plugins.discovered().items():
-        if name in REGISTRY:
+        if name in CONFIGS:
             out[name] = f"workload plugin '{name}' ({plugin.target}): shadows the built-in"
         elif plugin.error is not None:
             out[name] = f"workload plugin '{name}' ({plugin.target}): {plugin.error}"
@@ -50,14 +65,14 @@ def broken() -> dict[str, str]:
 
 
 def names() -> list[str]:
-    return sorted(available())
+    return sorted(configs())
 
 
 def lookup(name: str) -> type[Workload]:
     """The workload class for a name or an import path; KeyError for an unknown name,
     PluginError for a plugin that cannot be used."""
-    if name in REGISTRY:
-        return REGISTRY[name]
+    if name in CONFIGS:
+        return _registry()[name]
     if plugins.is_path(name):
         return plugins.load_path(name)
     if name in broken():
@@ -79,6 +94,7 @@ def get_workload(name: str, cache_dir: str | Path | None = None, **params: Any) 
 
 
 __all__ = [
+    "CONFIGS",
     "Data",
     "Workload",
     "WorkloadConfig",
@@ -86,6 +102,7 @@ __all__ = [
     "PluginError",
     "available",
     "broken",
+    "configs",
     "get_workload",
     "lookup",
     "names",

@@ -1,47 +1,22 @@
 """The workload interface: what a model family must supply to be benchmarked.
 
 A workload is its config (a dataclass: the knobs of its data and model, and the small-batch
-reference recipe the LR rules scale from, all with their defaults) and a class that builds the
-model and the data from it. Workloads know nothing about distribution: the engine shards the data
-and wraps the model.
-
-Field metadata states the bounds the config checker enforces (``ge``, ``gt``, ``le``, ``lt``,
-``choices``); a string right below a field documents it (`dpsuite run --help` shows it).
+reference recipe the LR rules scale from, all with their defaults; see ``workloads.configs``,
+which imports no torch) and a class that builds the model and the data from it. Workloads know
+nothing about distribution: the engine shards the data and wraps the model.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
-# The reference recipe: how the workload trains at its small batch. Not part of the data key.
-RECIPE_FIELDS = ("base_lr", "base_batch", "epochs", "target_acc", "weight_decay")
-
-
-@dataclass
-class WorkloadConfig:
-    """Fields every workload has: its name and its small-batch reference recipe."""
-
-    name: str = ""
-    """The workload (a config group choice: `workload=NAME`)."""
-    base_lr: float = field(default=0.1, metadata={"gt": 0})
-    """SGD learning rate at `base_batch`: the small-batch recipe the LR rules scale from."""
-    base_batch: int = field(default=32, metadata={"ge": 1})
-    """Global batch at which `base_lr` is the right LR."""
-    epochs: int = field(default=10, metadata={"ge": 1})
-    """Epochs of the reference recipe (`train.epochs` defaults to it)."""
-    target_acc: float = field(default=0.85, metadata={"gt": 0, "le": 1})
-    """Eval accuracy (a fraction) that counts as reaching the target (steps-to-target)."""
-    weight_decay: float = field(default=5e-4, metadata={"ge": 0})
-    """L2 weight decay of the recipe (`optimizer.weight_decay` defaults to it)."""
-
-    def check(self) -> None:
-        """Raise ValueError naming the key when a value cannot work (beyond the field bounds)."""
+from workloads.configs.base import RECIPE_FIELDS, WorkloadConfig
 
 
 @dataclass

@@ -13,20 +13,23 @@ distribution is not read (no pickle).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from workloads.base import Data, Workload, WorkloadConfig, train_share
+from workloads.base import Data, Workload, train_share
+from workloads.configs.cifar_resnet import (
+    TEST_FILE,
+    TRAIN_FILES,
+    CIFARResNetConfig,
+    find_cifar_bin,
+)
 
 IMAGE_SHAPE = (3, 32, 32)
 RECORD_BYTES = 1 + 3 * 32 * 32
-TRAIN_FILES = [f"data_batch_{i}.bin" for i in range(1, 6)]
-TEST_FILE = "test_batch.bin"
-# Per-channel mean and std of CIFAR-10's training images, on the 0..255 scale.
+
 CIFAR_MEAN = (125.3, 123.0, 113.9)
 CIFAR_STD = (63.0, 62.1, 66.7)
 
@@ -92,22 +95,6 @@ def read_cifar_bin(files: list[Path]) -> tuple[Tensor, Tensor]:
     return torch.from_numpy(np.concatenate(images)), y
 
 
-def find_cifar_bin(root: Path) -> Path:
-    """The directory holding the binary batches: ``root`` or ``root/cifar-10-batches-bin``."""
-    for d in (root, root / "cifar-10-batches-bin"):
-        if all((d / f).is_file() for f in [*TRAIN_FILES, TEST_FILE]):
-            return d
-    if (root / "cifar-10-batches-py").exists() or (root / "data_batch_1").exists():
-        raise ValueError(
-            f"{root} holds the python (pickled) CIFAR-10; point data_root at the binary "
-            "version (cifar-10-batches-bin), which is read without pickle"
-        )
-    raise ValueError(
-        f"data_root {root} does not hold CIFAR-10 binary batches "
-        f"({', '.join(TRAIN_FILES[:1])} ... {TEST_FILE}); it is never downloaded"
-    )
-
-
 def synthetic_images(num: int, classes: int, seed: int) -> tuple[Tensor, Tensor]:
     """Learnable stand-in data: a smooth random template per class plus pixel noise, as uint8."""
     g = torch.Generator().manual_seed(seed)
@@ -117,29 +104,6 @@ def synthetic_images(num: int, classes: int, seed: int) -> tuple[Tensor, Tensor]
     noise = torch.randn(num, *IMAGE_SHAPE, generator=g) * 0.5
     x = (templates[y] * 0.15 + 0.45 + noise).clamp(0, 1) * 255
     return x.round().to(torch.uint8), y
-
-
-@dataclass
-class CIFARResNetConfig(WorkloadConfig):
-    """ResNet-18 on 32x32x3 images: synthetic by default, CIFAR-10 from a local binary copy."""
-
-    name: str = "cifar_resnet"
-    num_samples: int = field(default=5000, metadata={"ge": 20})
-    """Synthetic images, 80 % train / 20 % eval (ignored with data_root)."""
-    data_seed: int = field(default=42, metadata={"ge": 0})
-    """Seed of the synthetic images."""
-    width: int = field(default=64, metadata={"ge": 1})
-    """Channels of the first stage (64, 128, 256, 512 at 64); smaller is faster."""
-    data_root: str | None = None
-    """A local copy of CIFAR-10's binary batches (cifar-10-batches-bin); never downloaded."""
-    base_lr: float = 0.1
-    base_batch: int = 128
-    epochs: int = 30
-    target_acc: float = 0.90
-
-    def check(self) -> None:
-        if self.data_root:
-            find_cifar_bin(Path(self.data_root).expanduser())
 
 
 class CIFARResNet(Workload):

@@ -9,7 +9,6 @@ import random
 import tempfile
 import warnings
 import zipfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +16,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from workloads.base import Data, Workload, WorkloadConfig
+from workloads.base import Data, Workload
+from workloads.configs.mnist_1d import (
+    MNIST1DCNNConfig,
+    MNIST1DConfig,
+    MNIST1DMLPConfig,
+    generation_args,
+    split_sizes,
+)
 
 DEFAULT_CACHE = Path("~/.cache/dpsuite").expanduser()
-
-
-def generation_args(num_samples: int, data_seed: int) -> dict[str, Any]:
-    """The generator's arguments: the package defaults with our size and seed."""
-    from mnist1d.data import get_dataset_args
-
-    args = get_dataset_args(as_dict=True)
-    args.update(num_samples=int(num_samples), seed=int(data_seed))
-    args.pop("url", None)  # never used: we only generate
-    return args
 
 
 def cache_path(cache_dir: Path, args: dict[str, Any]) -> Path:
@@ -63,12 +59,6 @@ def generate(args: dict[str, Any]) -> dict[str, np.ndarray]:
 ARRAYS = {"x": np.float32, "y": np.int64, "x_test": np.float32, "y_test": np.int64}
 SIGNAL_LENGTH = 40
 CLASSES = 10
-
-
-def split_sizes(args: dict[str, Any]) -> tuple[int, int]:
-    """(train, test) samples the generator makes from these arguments."""
-    n_train = int(args["num_samples"] * args["train_split"])
-    return n_train, args["num_samples"] - n_train
 
 
 def damage(arrays: dict[str, np.ndarray], args: dict[str, Any]) -> str | None:
@@ -142,28 +132,6 @@ def load_or_generate(cache_dir: Path, num_samples: int, data_seed: int) -> dict[
     return arrays
 
 
-@dataclass
-class MNIST1DConfig(WorkloadConfig):
-    """MNIST-1D, generated offline by the `mnist1d` package's own generator."""
-
-    num_samples: int = field(default=50_000, metadata={"ge": 100})
-    """Samples generated: 80 % train (less `validation_samples`), 20 % test."""
-    data_seed: int = field(default=42, metadata={"ge": 0})
-    """Seed of the generator (the data, not the training)."""
-    validation_samples: int = field(default=0, metadata={"ge": 0})
-    """Training samples held out as a validation split (the last ones; 0: none). With it, the
-    evaluations during training (and steps to target) are on validation, and the test split is
-    evaluated once at the end (`final_test_acc`)."""
-
-    def check(self) -> None:
-        n_train = split_sizes(generation_args(self.num_samples, self.data_seed))[0]
-        if self.validation_samples >= n_train:
-            raise ValueError(
-                f"workload.validation_samples={self.validation_samples} leaves no training "
-                f"samples (the training split has {n_train})"
-            )
-
-
 class MNIST1DWorkload(Workload):
     """Shared data handling for the MNIST-1D models."""
 
@@ -187,15 +155,6 @@ class MNIST1DWorkload(Workload):
             return Data(x, y, test_x, test_y)
         cut = len(x) - c.validation_samples  # the generator's samples are already shuffled
         return Data(x[:cut], y[:cut], x[cut:], y[cut:], test_x, test_y)
-
-
-@dataclass
-class MNIST1DMLPConfig(MNIST1DConfig):
-    name: str = "mnist1d_mlp"
-    base_lr: float = 0.1
-    base_batch: int = 32
-    epochs: int = 10
-    target_acc: float = 0.85
 
 
 class MNIST1DMLP(MNIST1DWorkload):
@@ -224,15 +183,6 @@ class _Conv1DNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x.unsqueeze(1)).flatten(1))
-
-
-@dataclass
-class MNIST1DCNNConfig(MNIST1DConfig):
-    name: str = "mnist1d_cnn"
-    base_lr: float = 0.05
-    base_batch: int = 32
-    epochs: int = 10
-    target_acc: float = 0.90
 
 
 class MNIST1DCNN(MNIST1DWorkload):

@@ -17,8 +17,12 @@ import inspect
 from dataclasses import dataclass, is_dataclass
 from functools import cache
 from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
 
-from workloads.base import Workload, WorkloadConfig
+from workloads.configs.base import WorkloadConfig
+
+if TYPE_CHECKING:
+    from workloads.base import Workload
 
 ENTRY_POINT_GROUP = "dpsuite.workloads"
 
@@ -60,6 +64,8 @@ def import_target(target: str) -> object:
 
 def problem(obj: object) -> str | None:
     """Why ``obj`` cannot be used as a workload class, or None when it can."""
+    from workloads.base import Workload  # torch, as the plugin itself
+
     if not (inspect.isclass(obj) and issubclass(obj, Workload)):
         return f"{obj!r} is not a subclass of workloads.Workload"
     if inspect.isabstract(obj):
@@ -97,7 +103,7 @@ def _checked(target: str) -> type[Workload]:
     reason = problem(obj)
     if reason:
         raise _Broken(reason)
-    assert inspect.isclass(obj) and issubclass(obj, Workload)
+    assert inspect.isclass(obj)
     return obj
 
 

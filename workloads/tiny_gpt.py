@@ -12,13 +12,13 @@ A local text file (``text_path``) is read as bytes (vocabulary 256).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
-from workloads.base import Data, Workload, WorkloadConfig, train_share
+from workloads.base import Data, Workload, train_share
+from workloads.configs.tiny_gpt import TinyGPTConfig
 
 
 class Block(nn.Module):
@@ -83,48 +83,6 @@ def text_tokens(path: Path, context: int) -> Tensor:
     if n < 10:
         raise ValueError(f"text_path {path} is too short for 10 sequences of {context + 1} bytes")
     return raw[: n * (context + 1)].view(n, context + 1)
-
-
-@dataclass
-class TinyGPTConfig(WorkloadConfig):
-    """A small decoder-only transformer language model (next-token prediction)."""
-
-    name: str = "tiny_gpt"
-    num_samples: int = field(default=4000, metadata={"ge": 10})
-    """Synthetic sequences, 80 % train / 20 % eval (ignored with text_path)."""
-    data_seed: int = field(default=42, metadata={"ge": 0})
-    """Seed of the synthetic tokens."""
-    vocab_size: int = field(default=256, metadata={"ge": 1})
-    """Vocabulary (must be 256 with text_path: bytes)."""
-    context: int = field(default=64, metadata={"ge": 1})
-    """Tokens per sequence."""
-    depth: int = field(default=2, metadata={"ge": 1})
-    """Transformer blocks."""
-    width: int = field(default=128, metadata={"ge": 1})
-    """Embedding width (divisible by heads)."""
-    heads: int = field(default=4, metadata={"ge": 1})
-    """Attention heads."""
-    noise: float = field(default=0.1, metadata={"ge": 0, "le": 1})
-    """Synthetic: fraction of random tokens (the best accuracy is about 1 - noise)."""
-    text_path: str | None = None
-    """A local text file, read as bytes, instead of synthetic tokens."""
-    base_lr: float = 0.1
-    base_batch: int = 32
-    epochs: int = 5
-    target_acc: float = 0.85
-    weight_decay: float = 0.0
-
-    def check(self) -> None:
-        if self.width % self.heads:
-            raise ValueError(
-                f"workload.width={self.width} is not divisible by workload.heads={self.heads}"
-            )
-        if self.text_path:
-            path = Path(self.text_path).expanduser()
-            if not path.is_file():
-                raise ValueError(f"text_path {path} is not a readable file")
-            if self.vocab_size != 256:
-                raise ValueError("a text_path is read as bytes: workload.vocab_size must be 256")
 
 
 class TinyGPTWorkload(Workload):

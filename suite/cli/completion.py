@@ -75,9 +75,9 @@ def _hydra_command(command: str, rest: list[str], current: str) -> list[str]:
     overrides = [w for w in rest if not w.startswith("-")]
     if command == "sweep":
         if not overrides:
-            from suite.conf.compose import group_choices
+            from suite.conf.compose import preset_names
 
-            return [n for n in group_choices("sweep") if not n.startswith("_")]  # _: shared parts
+            return preset_names()
         overrides = overrides[1:]  # the preset's name
     return config_words(overrides, current)
 

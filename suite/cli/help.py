@@ -115,8 +115,6 @@ def preset_text(name: str) -> str:
 
 
 def sweep_list() -> str:
-    from suite.sweep.runner import preset_names
-
     out = [
         "usage: dpsuite sweep NAME [KEY=VALUE ...] [--dry-run]",
         "",
@@ -126,7 +124,7 @@ def sweep_list() -> str:
         "",
         "presets:",
     ]
-    for name in preset_names():
+    for name in compose.preset_names():
         first = preset_text(name).split(". ")[0]
         out.append(_entry(name, first))
     return "\n".join(out)

@@ -76,7 +76,7 @@ def _run_overrides(args: list[str]) -> int:
 
 def _leads() -> bool:
     """This process writes the run's results (it is not a rank > 0 of torchrun or srun)."""
-    from suite.runtime.distributed import ranks_from_env
+    from suite.runtime.ranks import ranks_from_env
 
     ranks = ranks_from_env()
     return ranks is None or ranks.rank == 0
@@ -84,7 +84,6 @@ def _leads() -> bool:
 
 def _sweep(args: list[str]) -> int:
     from suite.cli import help
-    from suite.sweep import runner as sweep
 
     if not args or args[0] in HELP_FLAGS:
         print(help.sweep_list())
@@ -107,6 +106,8 @@ def _sweep(args: list[str]) -> int:
     if DRY_RUN in rest:
         print(help.dry_run(name, overrides))
         return 0
+    from suite.sweep import runner as sweep
+
     return sweep.run_sweep(name, overrides)
 
 
@@ -209,7 +210,7 @@ def _predict(args: list[str]) -> int:
 
 def _comm_bench(args: list[str]) -> int:
     from suite.measure import comm_bench
-    from suite.runtime.distributed import ranks_from_env
+    from suite.runtime.ranks import ranks_from_env
 
     p = ArgParser(
         prog="dpsuite comm-bench",

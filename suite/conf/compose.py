@@ -40,6 +40,11 @@ def group_choices(group: str) -> list[str]:
     return schema.group_choices(group)
 
 
+def preset_names() -> list[str]:
+    """The sweep presets (files starting with _ are shared pieces that presets include)."""
+    return [n for n in group_choices("sweep") if not n.startswith("_")]
+
+
 def did_you_mean(word: str, choices: list[str]) -> str:
     """ " (did you mean X?)" for a close choice, else ""."""
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
@@ -258,7 +263,7 @@ class Plan:
 def plan(overrides: list[str], multirun: bool, writing: bool = True) -> Plan:
     """Compose and resolve every run the command would start (raises UserError on bad input).
     ``writing=False`` (help, dry runs): the results directories are neither made nor checked."""
-    from suite.runtime.distributed import ranks_from_env
+    from suite.runtime.ranks import ranks_from_env
 
     overrides = list(overrides)
     base = [o for o in overrides if not is_sweep(o)]

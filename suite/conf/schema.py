@@ -2,8 +2,9 @@
 
 This is the one source of defaults. ``conf/config.yaml`` only chooses the config groups and sets
 Hydra up; the sweep presets in ``conf/sweep/`` only override. Config groups are registered from
-their owners: each workload's ``Config`` (``workloads/``), each LR rule's (``optim/lr_rules``)
-and each synchronization strategy's (``sync/``).
+their owners: each workload's ``Config`` (``workloads/configs/``), each LR rule's
+(``optim/lr_rules``) and each synchronization strategy's (``sync/config``); none of them imports
+torch, so composing a config (help, completion) stays quick.
 
 A string right below a field documents it (``dpsuite run --help`` prints them); field metadata
 gives the bounds ``suite.conf.checks`` enforces (``ge``, ``gt``, ``le``, ``lt``, ``choices``).
@@ -195,10 +196,12 @@ class RunConfig:
 
 
 SCHEMA_NAME = "dpsuite_schema"
+_stored: set[tuple[str | None, str]] = set()  # (group, name) put into Hydra's ConfigStore
 
 
 def register(workload: str | None = None) -> None:
-    """Put the schema and every config group's options into Hydra's ConfigStore (idempotent).
+    """Put the schema and every config group's options into Hydra's ConfigStore (idempotent:
+    each is stored once per process).
 
     ``workload``: the chosen workload, checked first (an import path is added to the group, a
     broken plugin is a UserError naming it).
@@ -206,15 +209,20 @@ def register(workload: str | None = None) -> None:
     from suite import sync
     from suite.optim import lr_rules
 
-    store = ConfigStore.instance()
-    store.store(name=SCHEMA_NAME, node=RunConfig)
-    for name, cls in workload_classes(workload).items():
+    _store(None, SCHEMA_NAME, RunConfig)
+    for name, config in workload_configs(workload).items():
         # A plugin's config is named as it was chosen, whatever its class calls itself.
-        store.store(group="workload", name=name, node=cls.Config(name=name))
+        _store("workload", name, config(name=name))
     for name, rule in lr_rules.RULES.items():
-        store.store(group="lr_rule", name=name, node=rule.config)
+        _store("lr_rule", name, rule.config)
     for name, config in sync.CONFIGS.items():
-        store.store(group="sync", name=name, node=config(name=name))
+        _store("sync", name, config(name=name))
+
+
+def _store(group: str | None, name: str, node: Any) -> None:
+    if (group, name) not in _stored:
+        ConfigStore.instance().store(group=group, name=name, node=node)
+        _stored.add((group, name))
 
 
 def group_choices(group: str) -> list[str]:
@@ -223,22 +231,23 @@ def group_choices(group: str) -> list[str]:
     from suite.optim import lr_rules
 
     owners: dict[str, Any] = {
-        "workload": workload_classes(),
+        "workload": workload_configs(),
         "lr_rule": lr_rules.RULES,
         "sync": sync.CONFIGS,
     }
     return sorted(owners[group])
 
 
-def workload_classes(chosen: str | None = None) -> dict[str, Any]:
-    """Built-in and installed workloads by name, plus ``chosen`` when it is an import path;
-    UserError when ``chosen`` is a plugin that cannot be used."""
+def workload_configs(chosen: str | None = None) -> dict[str, Any]:
+    """The config of each built-in and installed workload by name, plus ``chosen``'s when it
+    is an import path; UserError when ``chosen`` is a plugin that cannot be used. The
+    built-ins' configs import no torch (a plugin's class, loaded here, may)."""
     import workloads
 
-    found = workloads.available()
+    found = workloads.configs()
     if chosen and "," not in chosen and chosen not in found:
         try:
-            found[chosen] = workloads.lookup(chosen)
+            found[chosen] = workloads.lookup(chosen).Config
         except workloads.PluginError as exc:
             raise UserError(str(exc)) from None
         except KeyError:

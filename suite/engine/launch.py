@@ -28,8 +28,8 @@ from suite.measure.fingerprint import fingerprint
 from suite.results import RunWriter, effective_status, read_json, read_status
 from suite.results.store import ATTEMPTS_DIR, SCRATCH_DIR
 from suite.runtime import distributed, rendezvous
-from suite.runtime.distributed import Ranks
 from suite.runtime.host import usable_cores
+from suite.runtime.ranks import Ranks, ranks_from_env
 
 SKIPPED = "skipped"
 # Config keys that say where results go and how processes start, not what a run measures: a
@@ -145,7 +145,7 @@ class Attempt:
 
 def launch(spec: RunSpec) -> str:
     """Run ``spec`` here: join existing ranks, run in this process, or spawn workers."""
-    joined = distributed.ranks_from_env()
+    joined = ranks_from_env()
     if joined is not None:
         return join_existing(spec, joined)
     record = base_record(spec)

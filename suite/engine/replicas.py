@@ -33,7 +33,7 @@ from suite.measure.noise_scale import (
     squared_norm,
 )
 from suite.optim.precision import Precision
-from suite.runtime.distributed import Ranks
+from suite.runtime.ranks import Ranks
 from suite.sync.base import SyncStrategy
 
 # The loss of a batch of sample indices through a module: workload.loss(net(x[idx]), y[idx]).

@@ -37,7 +37,7 @@ from suite.optim.lr_rules import RULES, LRPlan
 from suite.optim.precision import Precision
 from suite.results import RunWriter
 from suite.runtime import distributed
-from suite.runtime.distributed import Ranks
+from suite.runtime.ranks import Ranks
 from suite.sync.traffic import sync_metrics
 from workloads import Data, Workload
 from workloads.base import parameter_count
@@ -52,10 +52,9 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
 
     status, error, step = "complete", None, 0
     for epoch, idx in run.replicas.batches(run.data.num_train, run.total_steps):
-        train_step(run, step, idx)
+        finite = loop_step(run, step, idx)
         step += 1
-        checked = step % spec.cfg.train.check_every == 0 or step in run.evals
-        if checked and not math.isfinite(check(run, step)):
+        if not finite:
             status, error = "diverged", f"non-finite training loss by step {step} (epoch {epoch})"
             break
         if step in run.evals:
@@ -68,6 +67,16 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
 
     finish(run, step, status, error)
     return status  # DDP's reducer dies with this frame, before the group is destroyed
+
+
+def loop_step(run: Run, step: int, idx: Any) -> bool:
+    """Step ``step`` as the loop takes it: ``train_step``, then the cross-rank ``check`` when
+    one is due after it; False when that check found the training loss non-finite."""
+    train_step(run, step, idx)
+    done = step + 1
+    if done % run.spec.cfg.train.check_every == 0 or done in run.evals:
+        return math.isfinite(check(run, done))
+    return True
 
 
 def train_step(run: Run, step: int, idx: Any) -> None:

@@ -37,8 +37,8 @@ from suite.results import COMM_BENCH_JSON, now_iso, read_json, write_comm_bench
 from suite.results import lock as results_lock
 from suite.results.gate import TAG_PATTERN
 from suite.runtime import distributed, host_memory
-from suite.runtime.distributed import Ranks
 from suite.runtime.host import check_writable, resolve_backend, usable_cores, wait_for_device
+from suite.runtime.ranks import Ranks, ranks_from_env
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # Relative tolerance of the correctness check (exact sums are expected; this absorbs rounding
@@ -417,7 +417,7 @@ def run(spec: BenchSpec) -> int:
 
     Exit code: 0, or 1 when a rank failed or any reduced value was wrong.
     """
-    joined = distributed.ranks_from_env()
+    joined = ranks_from_env()
     if joined is not None:
         distributed.slurm_master_env()
         run_rank(spec, joined, "env://", None)

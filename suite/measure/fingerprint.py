@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from suite.runtime.host import slurm_tasks_on_node
+from suite.runtime.ranks import slurm_tasks_on_node
 
 # Environment variables that change how communication and compute run (NCCL's algorithms and
 # transports, thread counts and pinning, allocator settings, visible devices).

@@ -51,7 +51,7 @@ def locked(dirs: Iterable[str | Path], command: str) -> Iterator[None]:
 
 def for_launcher(dirs: Iterable[str | Path], command: str) -> contextlib.AbstractContextManager:
     """The lock of a command started by the user; none for a rank that joins a run."""
-    from suite.runtime.distributed import ranks_from_env
+    from suite.runtime.ranks import ranks_from_env
 
     if ranks_from_env() is not None:
         return contextlib.nullcontext()

@@ -12,7 +12,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing import connection as mp_connection
 from pathlib import Path
@@ -23,52 +22,7 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from suite.runtime import rendezvous
-from suite.runtime.host import slurm_tasks_on_node
-
-
-@dataclass(frozen=True)
-class Ranks:
-    """Where this process sits in the job."""
-
-    rank: int
-    world_size: int
-    local_rank: int
-    local_world_size: int
-
-
-def ranks_from_env() -> Ranks | None:
-    """The ranks given by torchrun, submitit or srun, or None when we must start them ourselves."""
-    env = os.environ
-    if "RANK" in env and "WORLD_SIZE" in env:
-        world = int(env["WORLD_SIZE"])
-        return Ranks(
-            int(env["RANK"]),
-            world,
-            int(env.get("LOCAL_RANK", 0)),
-            int(env.get("LOCAL_WORLD_SIZE", world)),
-        )
-    # A submitit job (SLURM or local) with several tasks: one task per rank.
-    if env.get("SUBMITIT_EXECUTOR") and _submitit_tasks() > 1:
-        import submitit
-
-        job = submitit.JobEnvironment()
-        return Ranks(job.global_rank, job.num_tasks, job.local_rank, job.num_tasks // job.num_nodes)
-    # srun with several tasks; a single-task allocation still spawns its own workers.
-    if int(env.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in env:
-        return Ranks(
-            int(env["SLURM_PROCID"]),
-            int(env["SLURM_NTASKS"]),
-            int(env.get("SLURM_LOCALID", 0)),
-            slurm_tasks_on_node(env),
-        )
-    return None
-
-
-def _submitit_tasks() -> int:
-    env = os.environ
-    if env.get("SUBMITIT_EXECUTOR") == "local":
-        return int(env.get("SUBMITIT_LOCAL_NTASKS", "1"))
-    return int(env.get("SLURM_NTASKS", "1"))
+from suite.runtime.ranks import Ranks
 
 
 def slurm_master_env() -> None:

@@ -4,9 +4,7 @@ waiting for a device's queued work, and whether a results directory can be writt
 from __future__ import annotations
 
 import os
-import re
 import tempfile
-from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -19,31 +17,6 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
-
-
-def slurm_tasks_on_node(env: Mapping[str, str]) -> int:
-    """How many tasks of this SLURM step run on this node (1 outside SLURM).
-
-    ``srun -n2`` sets SLURM_STEP_TASKS_PER_NODE (and the allocation SLURM_TASKS_PER_NODE), not
-    SLURM_NTASKS_PER_NODE, which only ``--ntasks-per-node`` sets. Their format lists a count
-    per node, runs compressed: ``2(x3),1`` is 2, 2, 2, 1; SLURM_NODEID says which is ours.
-    """
-    for key in ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE"):
-        counts = _per_node_counts(env.get(key, ""))
-        if counts:
-            node = int(env.get("SLURM_NODEID", "0"))
-            return counts[node] if node < len(counts) else counts[-1]
-    return 1
-
-
-def _per_node_counts(text: str) -> list[int]:
-    counts: list[int] = []
-    for part in text.split(","):
-        match = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
-        if match is None:
-            return []
-        counts += [int(match[1])] * int(match[2] or 1)
-    return counts
 
 
 def resolve_backend(backend: str, device: str) -> str:

@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 
 from suite.conf import schema
 from suite.errors import CommandAborted, ResultsWriteError, UserError, raise_terminated
-from suite.runtime.distributed import ranks_from_env
+from suite.runtime.ranks import ranks_from_env
 
 schema.register()  # the config groups' options, before Hydra composes anything
 

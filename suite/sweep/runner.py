@@ -40,7 +40,7 @@ from suite.conf import compose as preflight
 from suite.errors import ResultsWriteError, UserError
 from suite.results import SCHEMA_VERSION, now_iso, read_json, read_status, write_json_atomic
 from suite.results import lock as results_lock
-from suite.runtime.distributed import ranks_from_env
+from suite.runtime.ranks import ranks_from_env
 from suite.sweep import hydra_app, slurm
 from suite.sweep.hydra_app import SubmittedJob
 
@@ -51,18 +51,10 @@ PRESET_GROUP = "sweep"
 SUMMARY_ORDER = ("complete", "diverged", "failed", "skipped", "not run")
 
 
-def preset_names() -> list[str]:
-    """The sweep presets (files starting with _ are shared pieces that presets include)."""
-    files = resources.files(preflight.CONFIG_MODULE).joinpath(PRESET_GROUP).iterdir()
-    return sorted(
-        f.name[:-5] for f in files if f.name.endswith(".yaml") and not f.name.startswith("_")
-    )
-
-
 def preset_parts(name: str) -> dict[str, str] | None:
     """The presets a composite preset runs in turn ({subdirectory: preset}), or None."""
-    if name not in preset_names():
-        names = preset_names()
+    if name not in preflight.preset_names():
+        names = preflight.preset_names()
         raise UserError(
             f"unknown sweep '{name}'{preflight.did_you_mean(name, names)} "
             f"(choose from: {', '.join(names)})"

@@ -1,27 +1,31 @@
-"""dpsuite's measurement overhead against the bare reference loops, as two ratios.
+"""dpsuite's measurement overhead against bare PyTorch loops, as ratios.
 
-    python tests/bench/overhead.py [--repeats 5] [--only train|comm] [--workloads NAME ...]
-                                   [--suite-overrides KEY=VALUE ...]
+    python tests/bench/overhead.py [--only train|comm|noise] [--workloads NAME ...]
+        [--seconds 120] [--block-s 0.25] [--model-size small|standard] [--threads 1]
+        [--repeats 5] [--suite-overrides KEY=VALUE ...]
 
-1. throughput: ``samples_per_s`` of ``dpsuite run`` / the bare DDP loop's (reference/bare_ddp.py),
-   for mnist1d_mlp (per-worker batch 32 and 128) and cifar_resnet on 2 workers with the same
-   per-worker batch, threads and number of timed steps (the bare loop runs on random data of
-   the same shapes); and torchvision's ResNet-50 at 224 px, one worker, batch 8
-   (``--workloads resnet50``; needs torchvision, which `nox -s overhead` installs);
+1. training (interleaved, tests/bench/interleaved.py): in the same 2 processes and process
+   group, blocks of the suite's training step (the loop of ``dpsuite run``) alternate with
+   blocks of a bare nanoGPT-like DDP step on the same model, data and optimizer; per case the
+   median over adjacent block pairs of suite / bare throughput, its bootstrap 95 % interval,
+   the number of pairs, and the CPU time per step (user + system, both ranks) of each side.
+   Cases: mnist1d_mlp at per-worker batch 32 and 128, cifar_resnet, and the standard models
+   resnet50 (needs torchvision) and gpt2, at a CPU-sized shape unless ``--model-size
+   standard``;
 2. bandwidth: ``busbw`` of ``dpsuite comm-bench`` / the bare all-reduce loop's
    (reference/bare_allreduce.py) at 1, 4, 16 and 64 MiB, fp32, 2 ranks;
 3. noise scale (``--only noise``): ``samples_per_s`` with the gradient noise scale measured
    (the default) / without it (``noise_scale.enabled=false``), mnist1d_mlp: 2 DDP workers,
    one worker splitting its batch, 16 simulated workers.
 
-Each pair is measured ``--repeats`` times, alternating which of the two runs first; every
-measurement is printed, then the median ratio. Timings on a busy machine are noisy: say so when
-quoting them.
+2 and 3 compare separate processes, ``--repeats`` times alternating which runs first; on a busy
+machine their ratios are noisy. 1 cancels load that changes slower than a block pair.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -31,39 +35,41 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # run as a script: the suite and tests.bench from this checkout
+
+from tests.bench.interleaved import Plan  # noqa: E402
+from tests.bench.overhead_stats import Block, Summary, summarize  # noqa: E402
+
 REFERENCE = Path(__file__).resolve().parent / "reference"
 WORKERS = 2
 SIZES_MIB = [1, 4, 16, 64]
 ITERS = 100  # at 1 MiB one all-reduce takes ~2 ms here: 20 would time a 40 ms window
-# workload -> (dpsuite overrides, bare_ddp.py arguments); both time `steps` steps after 5.
-# The suite's runs fit in one epoch and skip the initial evaluation, so that no evaluation
-# interrupts the timed steps: the comparison is of the measured training loop only.
+# case -> the run's overrides (2 workers); the model-size dependent ones come from SHAPES.
 TRAIN_CASES = {
-    "mnist1d_mlp": (
-        ["workload=mnist1d_mlp", "workload.num_samples=25000", "batch.per_worker=32"]
-        + ["train.epochs=1", "train.max_steps=305", "train.eval_at_start=false"],
-        ["--model", "mlp", "--batch", "32", "--steps", "300", "--samples", "20000"],
-    ),
-    "mnist1d_mlp-128": (
-        ["workload=mnist1d_mlp", "workload.num_samples=50000", "batch.per_worker=128"]
-        + ["train.epochs=1", "train.max_steps=155", "train.eval_at_start=false"],
-        ["--model", "mlp", "--batch", "128", "--steps", "150", "--samples", "40000"],
-    ),
-    "cifar_resnet": (
-        ["workload=cifar_resnet", "workload.num_samples=2000", "batch.per_worker=16"]
-        + ["train.epochs=1", "train.max_steps=35", "train.eval_at_start=false"],
-        ["--model", "resnet18", "--batch", "16", "--steps", "30", "--samples", "1600"],
-    ),
-    # A real model on one worker: the suite's per-step work against the same model's bare
-    # loop, without communication in either.
-    "resnet50": (
-        ["workload=torchvision", "workload.arch=resnet50", "workload.num_samples=400"]
-        + ["workers=1", "batch.per_worker=8", "timing.calibration_steps=0"]
-        + ["train.epochs=1", "train.max_steps=25", "train.eval_at_start=false"],
-        ["--model", "resnet50", "--workers", "1", "--batch", "8", "--steps", "20"]
-        + ["--samples", "320"],
-    ),
+    "mnist1d_mlp": ["workload=mnist1d_mlp", "workload.num_samples=25000", "batch.per_worker=32"],
+    "mnist1d_mlp-128": [
+        "workload=mnist1d_mlp",
+        "workload.num_samples=50000",
+        "batch.per_worker=128",
+    ],
+    "cifar_resnet": ["workload=cifar_resnet", "workload.num_samples=2000", "batch.per_worker=16"],
+    "resnet50": ["workload=torchvision", "workload.arch=resnet50", "workload.num_samples=400"],
+    "gpt2": ["workload=gpt2", "workload.num_samples=400"],
 }
+SHAPES = {
+    "small": {
+        "resnet50": ["workload.image_size=64", "batch.per_worker=8"],
+        "gpt2": ["workload.layers=2", "workload.width=128", "workload.heads=4"]
+        + ["workload.context=128", "batch.per_worker=4"],
+    },
+    "standard": {
+        "resnet50": ["workload.image_size=224", "batch.per_worker=8"],
+        "gpt2": ["workload.size=124M", "workload.context=1024", "batch.per_worker=1"],
+    },
+}
+NEEDS = {"resnet50": "torchvision"}
+# Enough epochs that the run's step budget outlasts the measurement (evaluations are not run).
+LONG_RUN = ["train.epochs=100000", "train.eval_at_start=false", "lr_rule.warmup_epochs=0"]
 
 
 # The noise scale's three ways of measuring, each against the same run without it. Longer runs
@@ -118,14 +124,6 @@ def suite_samples_per_s(
     return m["samples_per_s"], record["global_batch"] / m["step_time_s"]
 
 
-def bare_samples_per_s(args: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(samples_per_s, global batch / median step time) of one bare DDP loop."""
-    cmd = [sys.executable, str(REFERENCE / "bare_ddp.py"), "--workers", str(WORKERS)]
-    out = run([*cmd, "--threads", str(threads()), *args], env)
-    result = json.loads(out.strip().splitlines()[-1])
-    return result["samples_per_s"], result["samples_per_s_at_median_step"]
-
-
 def suite_busbw(tmp: Path, env: dict[str, str]) -> dict[int, float]:
     from suite import results
 
@@ -163,33 +161,58 @@ def bare_busbw(env: dict[str, str]) -> dict[int, float]:
     return {r["size_bytes"]: r["busbw_GBps"] for r in rows}
 
 
-def measure_training(repeats: int, names: list[str], tmp: Path, env: dict[str, str]) -> None:
+def measure_training(
+    names: list[str], size: str, plan: Plan, threads_per_worker: int, tmp: Path
+) -> None:
     extra = f" (suite with {' '.join(EXTRA_OVERRIDES)})" if EXTRA_OVERRIDES else ""
     print(
-        f"throughput, {WORKERS} workers (resnet50: 1) x {threads()} threads: "
-        f"suite / bare loop{extra}"
+        f"training, {WORKERS} workers x {threads_per_worker} thread(s), interleaved blocks of "
+        f"~{plan.block_s} s for ~{plan.budget_s:.0f} s per case: suite / bare throughput{extra}"
     )
-    print("  (at median step: global batch / median step time, less sensitive to other load)")
+    print(
+        f"  {'case':16s} {'median':>7s} {'95 % interval':>15s} {'pairs':>5s} {'steps/block':>11s}"
+        f" {'CPU ms/step bare':>16s} {'suite':>6s}"
+    )
     for name in names:
-        overrides, bare_args = TRAIN_CASES[name]
-        ratios, median_ratios = [], []
-        for r in range(repeats):
-            if r % 2 == 0:
-                s, b = suite_samples_per_s(overrides, tmp, env), bare_samples_per_s(bare_args, env)
-            else:
-                b, s = bare_samples_per_s(bare_args, env), suite_samples_per_s(overrides, tmp, env)
-            ratios.append(s[0] / b[0])
-            median_ratios.append(s[1] / b[1])
+        missing = NEEDS.get(name)
+        if missing and importlib.util.find_spec(missing) is None:
             print(
-                f"  {name:13s} suite {s[0]:9.1f}  bare {b[0]:9.1f} samples/s  ratio "
-                f"{ratios[-1]:.3f}   at median step: suite {s[1]:9.1f}  bare {b[1]:9.1f}"
-                f"  ratio {median_ratios[-1]:.3f}"
+                f"  {name:16s} skipped: {missing} is not installed: pip install 'dpsuite[vision]'"
             )
+            continue
+        overrides = [*TRAIN_CASES[name], *SHAPES[size].get(name, []), *LONG_RUN]
+        overrides += [f"workers={WORKERS}", f"threads_per_worker={threads_per_worker}"]
+        overrides += [*EXTRA_OVERRIDES, f"results_dir={tmp / 'runs' / name}"]
+        k, s = interleaved_case(overrides, plan, tmp)
         print(
-            f"  {name:13s} median ratio {statistics.median(ratios):.3f}"
-            f"   at median step: {statistics.median(median_ratios):.3f}",
+            f"  {name:16s} {s.median_ratio:7.3f}   [{s.low:.3f}, {s.high:.3f}] {s.pairs:5d}"
+            f" {k:11d} {1e3 * s.bare_cpu_s:16.2f} {1e3 * s.suite_cpu_s:6.2f}",
             flush=True,
         )
+
+
+def interleaved_case(overrides: list[str], plan: Plan, tmp: Path) -> tuple[int, Summary]:
+    """Steps per block and the summary of one case, its ranks spawned as `dpsuite run` does."""
+    from suite.conf.compose import compose_config
+    from suite.conf.run_spec import resolve
+    from suite.engine import data_memo
+    from suite.runtime import distributed as dd
+    from tests.bench import interleaved
+
+    spec = resolve(compose_config(overrides))
+    data_memo.load_data(spec.build_workload())  # generated once here, as a launch does
+    out = tmp / "interleaved.json"
+    dd.spawn_local(
+        interleaved.rank_main,
+        (spec, plan, out),
+        spec.workers,
+        spec.threads_per_worker,
+        spec.cfg.ddp.start_method,
+        scratch=tmp,
+    )
+    result = json.loads(out.read_text())
+    blocks = [Block(**b) for b in result["blocks"]]
+    return result["steps_per_block"], summarize(blocks, result["steps_per_block"])
 
 
 def measure_comm(repeats: int, tmp: Path, env: dict[str, str]) -> None:
@@ -230,17 +253,29 @@ def measure_noise_scale(repeats: int, tmp: Path, env: dict[str, str]) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=5, help="comm and noise: pairs of processes")
     p.add_argument("--only", choices=["train", "comm", "noise"], default=None)
     p.add_argument("--workloads", nargs="+", choices=list(TRAIN_CASES), default=list(TRAIN_CASES))
+    p.add_argument("--seconds", type=float, default=120.0, help="training: per case, blocks only")
+    p.add_argument("--block-s", type=float, default=0.25, help="training: target block length")
+    p.add_argument("--warmup-steps", type=int, default=10, help="training: of each side")
+    p.add_argument("--min-pairs", type=int, default=10)
+    p.add_argument("--model-size", choices=list(SHAPES), default="small")
+    p.add_argument("--threads", type=int, default=1, help="training: threads per worker")
     p.add_argument("--suite-overrides", nargs="*", default=[], help="extra `dpsuite run` overrides")
     args = p.parse_args()
+    for name, value in (("--seconds", args.seconds), ("--block-s", args.block_s)):
+        if value <= 0:
+            sys.exit(f"{name} must be > 0, got {value}")
+    if args.min_pairs < 2 or args.threads < 1 or args.warmup_steps < 0:
+        sys.exit("--min-pairs must be >= 2, --threads >= 1, --warmup-steps >= 0")
     EXTRA_OVERRIDES.extend(args.suite_overrides)
+    plan = Plan(args.warmup_steps, args.block_s, args.seconds, args.min_pairs)
     with tempfile.TemporaryDirectory(prefix="dpsuite-overhead-") as tmp:
         env = {**os.environ, "PYTHONPATH": str(REPO), "DPSUITE_CACHE_DIR": str(Path(tmp, "cache"))}
-        sys.path.insert(0, str(REPO))
+        os.environ["DPSUITE_CACHE_DIR"] = env["DPSUITE_CACHE_DIR"]
         if args.only in (None, "train"):
-            measure_training(args.repeats, args.workloads, Path(tmp), env)
+            measure_training(args.workloads, args.model_size, plan, args.threads, Path(tmp))
         if args.only in (None, "comm"):
             measure_comm(args.repeats, Path(tmp), env)
         if args.only in (None, "noise"):

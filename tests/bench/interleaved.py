@@ -1,0 +1,174 @@
+"""The suite's training step against a bare DDP step, in the same processes, interleaved.
+
+Each rank builds the run exactly as ``dpsuite run`` does (``suite.engine.train.setup`` and
+``calibrate``) and, beside it, a nanoGPT-like loop on the same workload's model (built with
+the same seed), data and optimizer settings: DDP, SGD, index a batch, forward, backward, step.
+After warm-up, blocks of ``k`` steps alternate between the two (bare-suite, suite-bare, ...)
+until the time budget is spent; each block starts at a barrier. The suite's block is the
+training loop's own step (``suite.engine.train.loop_step``: LR from the plan, probes, timers,
+gradient noise scale, the loss's cross-rank check when due); evaluations are left out of both.
+A block's wall time is the slowest rank's; its CPU time is user + system of all ranks.
+``k`` is a multiple of the probes' periods where that keeps blocks near the target length, so
+that every suite block holds the same periodic work.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from suite.conf.run_spec import RunSpec
+from suite.engine.train import Run, calibrate, loop_step, setup
+from suite.runtime import distributed as dd
+from suite.runtime.distributed import Ranks
+from tests.bench.overhead_stats import Block, block_order
+
+MAX_PERIOD_STRETCH = 4  # blocks may grow to this many times the target to hold whole periods
+
+
+@dataclass(frozen=True)
+class Plan:
+    warmup_steps: int  # of each side, before the first block
+    block_s: float  # the target length of one block
+    budget_s: float  # pairs are started until this much time has passed
+    min_pairs: int
+
+
+class BareLoop:
+    """The bare yardstick: a minimal DDP step on the run's model, data and optimizer."""
+
+    def __init__(self, run: Run) -> None:
+        spec, opt = run.spec, run.spec.cfg.optimizer
+        torch.manual_seed(spec.cfg.seed)
+        model = run.workload.build_model().to(device=run.device, dtype=run.precision.param_dtype)
+        self.net = DDP(model)
+        self.optimizer = torch.optim.SGD(
+            model.parameters(),
+            lr=spec.base_lr,
+            momentum=opt.momentum,
+            weight_decay=opt.weight_decay,
+            nesterov=opt.nesterov,
+        )
+        self.loss, self.x, self.y = run.workload.loss, run.data.train_x, run.data.train_y
+        g = torch.Generator().manual_seed(spec.cfg.seed)
+        self.perm = torch.randperm(run.data.num_train, generator=g)
+        self.batch, self.offset = spec.per_worker_batch, run.ranks.rank * spec.per_worker_batch
+        self.per_step = spec.global_batch
+        self.step = 0
+
+    def steps(self, k: int) -> None:
+        net, opt, loss = self.net, self.optimizer, self.loss
+        usable = self.perm.numel() // self.per_step
+        for _ in range(k):
+            start = (self.step % usable) * self.per_step + self.offset
+            idx = self.perm[start : start + self.batch]
+            opt.zero_grad(set_to_none=True)
+            loss(net(self.x[idx]), self.y[idx]).backward()
+            opt.step()
+            self.step += 1
+
+
+class SuiteLoop:
+    """The suite's side: the training loop's steps, one after another, as a run takes them."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.batches: Iterator[tuple[int, Any]] = run.replicas.batches(
+            run.data.num_train, run.total_steps
+        )
+        self.step = 0
+
+    def steps(self, k: int) -> None:
+        for _ in range(k):
+            _, idx = next(self.batches)
+            if not loop_step(self.run, self.step, idx):
+                raise RuntimeError(f"non-finite training loss by step {self.step + 1}")
+            self.step += 1
+
+
+def cpu_seconds() -> float:
+    """User + system time of this process, all its threads (gloo's and DDP's included), in ns
+    resolution (os.times counts clock ticks: 10 ms)."""
+    return time.process_time()
+
+
+def timed_block(loop: BareLoop | SuiteLoop, k: int) -> tuple[float, float]:
+    dist.barrier()
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    loop.steps(k)
+    return time.perf_counter() - t0, cpu_seconds() - c0
+
+
+def periods(run: Run) -> list[int]:
+    """The step periods of the suite's periodic work (the check, DDP timers, noise scale)."""
+    cfg = run.spec.cfg
+    every = [cfg.train.check_every, cfg.timing.comm_every]
+    if cfg.noise_scale.enabled:
+        every.append(cfg.noise_scale.every)
+    return every
+
+
+def block_steps(run: Run, bare: BareLoop, target_s: float) -> int:
+    """Steps per block: near ``target_s`` of bare steps, whole periods where they fit."""
+    wall, _ = timed_block(bare, 10)
+    slowest = torch.tensor([wall / 10], dtype=torch.float64)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    k = max(1, math.ceil(target_s / float(slowest)))
+    for period in (math.lcm(*periods(run)), run.spec.cfg.train.check_every):
+        whole = math.ceil(k / period) * period
+        if whole <= MAX_PERIOD_STRETCH * k:
+            return whole
+    return k
+
+
+def measure(run: Run, plan: Plan) -> tuple[int, list[Block]]:
+    """Steps per block and the blocks (wall: slowest rank; CPU: all ranks)."""
+    bare, suite = BareLoop(run), SuiteLoop(run)
+    bare.steps(plan.warmup_steps)
+    suite.steps(plan.warmup_steps)
+    k = block_steps(run, bare, plan.block_s)
+    sides, walls, cpus = [], [], []
+    t0, pair = time.perf_counter(), 0
+    while pair < plan.min_pairs or not over_budget(t0, plan.budget_s):
+        for side in block_order(pair):
+            wall, cpu = timed_block(bare if side == "bare" else suite, k)
+            sides.append(side)
+            walls.append(wall)
+            cpus.append(cpu)
+        pair += 1
+    wall_t = torch.tensor(walls, dtype=torch.float64)
+    cpu_t = torch.tensor(cpus, dtype=torch.float64)
+    dist.all_reduce(wall_t, op=dist.ReduceOp.MAX)
+    dist.all_reduce(cpu_t, op=dist.ReduceOp.SUM)
+    blocks = [Block(s, float(w), float(c)) for s, w, c in zip(sides, wall_t, cpu_t, strict=True)]
+    return k, blocks
+
+
+def over_budget(t0: float, budget_s: float) -> bool:
+    """Every rank's verdict alike: rank 0's clock decides."""
+    flag = torch.tensor([float(time.perf_counter() - t0 > budget_s)])
+    dist.broadcast(flag, 0)
+    return bool(flag.item())
+
+
+def rank_main(local_rank: int, init_method: str, spec: RunSpec, plan: Plan, out: Path) -> None:
+    """One rank: the run as `dpsuite run` sets it up, then the interleaved blocks."""
+    ranks = Ranks(local_rank, spec.workers, local_rank, spec.workers)
+    device = dd.device_for(spec.device, local_rank)
+    dd.init_group(spec.backend, ranks, init_method, spec.cfg.ddp.timeout_s)
+    run = setup(spec, ranks, device, writer=None)
+    calibrate(run)
+    k, blocks = measure(run, plan)
+    if ranks.rank == 0:
+        out.write_text(json.dumps({"steps_per_block": k, "blocks": [asdict(b) for b in blocks]}))
+    del run
+    dd.shutdown()

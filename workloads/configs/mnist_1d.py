@@ -1,0 +1,64 @@
+"""The MNIST-1D workloads' configs (``workloads.mnist_1d`` builds their models and data)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from workloads.configs.base import WorkloadConfig
+
+
+def generation_args(num_samples: int, data_seed: int) -> dict[str, Any]:
+    """The generator's arguments: the package defaults with our size and seed."""
+    from mnist1d.data import get_dataset_args
+
+    args = get_dataset_args(as_dict=True)
+    args.update(num_samples=int(num_samples), seed=int(data_seed))
+    args.pop("url", None)  # never used: we only generate
+    return args
+
+
+def split_sizes(args: dict[str, Any]) -> tuple[int, int]:
+    """(train, test) samples the generator makes from these arguments."""
+    n_train = int(args["num_samples"] * args["train_split"])
+    return n_train, args["num_samples"] - n_train
+
+
+@dataclass
+class MNIST1DConfig(WorkloadConfig):
+    """MNIST-1D, generated offline by the `mnist1d` package's own generator."""
+
+    num_samples: int = field(default=50_000, metadata={"ge": 100})
+    """Samples generated: 80 % train (less `validation_samples`), 20 % test."""
+    data_seed: int = field(default=42, metadata={"ge": 0})
+    """Seed of the generator (the data, not the training)."""
+    validation_samples: int = field(default=0, metadata={"ge": 0})
+    """Training samples held out as a validation split (the last ones; 0: none). With it, the
+    evaluations during training (and steps to target) are on validation, and the test split is
+    evaluated once at the end (`final_test_acc`)."""
+
+    def check(self) -> None:
+        n_train = split_sizes(generation_args(self.num_samples, self.data_seed))[0]
+        if self.validation_samples >= n_train:
+            raise ValueError(
+                f"workload.validation_samples={self.validation_samples} leaves no training "
+                f"samples (the training split has {n_train})"
+            )
+
+
+@dataclass
+class MNIST1DMLPConfig(MNIST1DConfig):
+    name: str = "mnist1d_mlp"
+    base_lr: float = 0.1
+    base_batch: int = 32
+    epochs: int = 10
+    target_acc: float = 0.85
+
+
+@dataclass
+class MNIST1DCNNConfig(MNIST1DConfig):
+    name: str = "mnist1d_cnn"
+    base_lr: float = 0.05
+    base_batch: int = 32
+    epochs: int = 10
+    target_acc: float = 0.90

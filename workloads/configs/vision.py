@@ -1,0 +1,77 @@
+"""The torchvision workload's config, and whether torchvision can be used here
+(``workloads.vision`` builds the model and the images)."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from workloads.configs.base import WorkloadConfig
+
+INSTALL_HINT = "workload=torchvision needs torchvision: pip install 'dpsuite[vision]'"
+
+
+def torchvision_problem() -> str | None:
+    """Why torchvision cannot be used here, or None (an install beside a mismatched torch
+    fails on import, not on lookup)."""
+    if importlib.util.find_spec("torchvision") is None:
+        return f"{INSTALL_HINT} (it is not installed)"
+    try:
+        import torchvision  # noqa: F401
+    except Exception as exc:  # e.g. a build for another torch: its C++ ops fail to load
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"{INSTALL_HINT} (importing it failed: {first})"
+    return None
+
+
+@cache
+def architectures() -> tuple[str, ...]:
+    """The classification models torchvision offers."""
+    import torchvision
+
+    return tuple(torchvision.models.list_models(module=torchvision.models))
+
+
+@dataclass
+class TorchvisionConfig(WorkloadConfig):
+    """A torchvision classification model: random images, or a local ImageFolder."""
+
+    name: str = "torchvision"
+    arch: str = "resnet50"
+    """A torchvision classification model: resnet50, vit_b_16, efficientnet_b0, ... (built
+    without pretrained weights)."""
+    image_size: int = field(default=224, metadata={"ge": 8})
+    """Image height and width in pixels."""
+    num_classes: int = field(default=1000, metadata={"ge": 2})
+    """Classes (the random labels' range; with data_root, the folder's classes must fit)."""
+    num_samples: int = field(default=2560, metadata={"ge": 10})
+    """Images held in memory, 80 % train / 20 % eval (random, or the first of data_root)."""
+    data_seed: int = field(default=42, metadata={"ge": 0})
+    """Seed of the random images (and of data_root's order)."""
+    data_root: str | None = None
+    """A local ImageFolder directory (one subfolder of images per class); never downloaded."""
+    eval_batch: int = field(default=256, metadata={"ge": 1})
+    """Images per forward pass in evaluation."""
+    base_lr: float = 0.1
+    base_batch: int = 256
+    epochs: int = 1
+    target_acc: float = 0.76
+    weight_decay: float = 1e-4
+
+    def check(self) -> None:
+        problem = torchvision_problem()
+        if problem:
+            raise ValueError(problem)
+        if self.arch not in architectures():
+            import difflib
+
+            close = difflib.get_close_matches(self.arch, architectures(), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ValueError(
+                f"workload.arch '{self.arch}' is not a torchvision classification model{hint}; "
+                "see torchvision.models.list_models(torchvision.models)"
+            )
+        if self.data_root and not Path(self.data_root).expanduser().is_dir():
+            raise ValueError(f"data_root {self.data_root} is not a directory")
