@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from suite.analysis.report import stats
+
 BOOTSTRAP_RESAMPLES = 4000
 
 
@@ -56,14 +58,12 @@ def pair_ratios(blocks: list[Block]) -> np.ndarray:
 def median_interval(
     values: np.ndarray, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES
 ) -> tuple[float, float, float]:
-    """The median of ``values`` and its percentile-bootstrap 95 % interval (fixed seed)."""
+    """The median of ``values`` and its percentile-bootstrap 95 % interval (fixed seed), as
+    the reports compute a repeated point's (`suite.analysis.report.stats`)."""
     if values.size == 0:
         raise ValueError("no values")
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, values.size, size=(resamples, values.size))
-    medians = np.median(values[picks], axis=1)
-    low, high = np.percentile(medians, [2.5, 97.5])
-    return float(np.median(values)), float(low), float(high)
+    low, high = stats.median_ci(values, seed, resamples)
+    return float(np.median(values)), low, high
 
 
 def summarize(blocks: list[Block], steps_per_block: int, seed: int = 0) -> Summary:

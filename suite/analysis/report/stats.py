@@ -25,25 +25,29 @@ def _finite(values: Iterable[float]) -> np.ndarray:
     return arr[np.isfinite(arr)]
 
 
-def _interval(samples: tuple[np.ndarray, ...], statistic) -> tuple[float, float]:
+def _interval(
+    samples: tuple[np.ndarray, ...], statistic, seed: int = SEED, resamples: int = RESAMPLES
+) -> tuple[float, float]:
     if any(len(s) < 2 for s in samples):  # one measurement has no spread to resample
         return math.nan, math.nan
     result = stats.bootstrap(
         samples,
         statistic,
         confidence_level=CONFIDENCE,
-        n_resamples=RESAMPLES,
+        n_resamples=resamples,
         method="percentile",
         paired=False,
-        rng=np.random.default_rng(SEED),
+        rng=np.random.default_rng(seed),
     )
     ci = result.confidence_interval
     return float(ci.low), float(ci.high)
 
 
-def median_ci(values: Iterable[float]) -> tuple[float, float]:
+def median_ci(
+    values: Iterable[float], seed: int = SEED, resamples: int = RESAMPLES
+) -> tuple[float, float]:
     """The interval of the median of ``values``; (nan, nan) with fewer than two of them."""
-    return _interval((_finite(values),), np.median)
+    return _interval((_finite(values),), np.median, seed, resamples)
 
 
 def ratio_ci(a: Iterable[float], b: Iterable[float]) -> tuple[float, float]:
