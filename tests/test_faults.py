@@ -64,6 +64,7 @@ def children(pid: int) -> list[int]:
 
 
 def workers_of(pid: int) -> list[int]:
+    """The launcher's workers: children it spawned, or children of its forkserver."""
     found = []
     for child in children(pid):
         try:
@@ -72,6 +73,8 @@ def workers_of(pid: int) -> list[int]:
             continue
         if b"spawn_main" in cmd:
             found.append(child)
+        elif b"multiprocessing.forkserver" in cmd:
+            found.extend(children(child))
     return found
 
 
