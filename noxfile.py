@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 
 import nox
@@ -34,11 +35,25 @@ def has_cuda() -> bool:
     return shutil.which("nvidia-smi") is not None
 
 
+def reachable(url: str, timeout_s: float = 5.0) -> bool:
+    """Whether the index answers at all."""
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout_s)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def install_torch(session: nox.Session) -> None:
     if has_cuda():
         session.install(TORCH)
-    else:
+    elif reachable(CPU_INDEX):
         session.install(TORCH, "--extra-index-url", CPU_INDEX)
+    else:
+        # pip would retry every package against an index it cannot reach (about a minute and
+        # a half per install here): torch comes from the indexes pip is configured with.
+        session.warn(f"{CPU_INDEX} cannot be reached: torch from pip's configured indexes")
+        session.install(TORCH)
 
 
 def install_suite(session: nox.Session, extras: str = "") -> None:
@@ -49,9 +64,17 @@ def install_suite(session: nox.Session, extras: str = "") -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite (unit, multi-process DDP, end to end, SLURM's main cases); slow stress
-    tests and second-order cluster cases excluded. Ends with the 25 slowest tests."""
+    tests and second-order cluster cases excluded. Each part ends with its slowest tests."""
     install_suite(session, "[dev,slurm,parquet,tensorboard,wandb]")
-    session.run("pytest", "-m", DEFAULT_TESTS, "--durations=25", *session.posargs)
+    # Two pytest-xdist workers: most tests wait (on worker processes, a deadline) about as long
+    # as they compute. The tests on the test SLURM come after, alone: beside other tests its
+    # jobs' timings stretch several-fold.
+    parallel = ["-n", "2", "--dist", "loadgroup"]
+    here = f"({DEFAULT_TESTS}) and not slurm"
+    session.run("pytest", "-m", here, *parallel, "--durations=25", *session.posargs)
+    slurm = ["-m", f"({DEFAULT_TESTS}) and slurm", "--durations=10"]
+    # exit code 5: none selected (e.g. `nox -s tests -- -k name` picking only tests above)
+    session.run("pytest", *slurm, *session.posargs, success_codes=[0, 5])
 
 
 @contextlib.contextmanager

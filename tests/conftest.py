@@ -39,6 +39,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "multinode" in item.keywords:
             item.add_marker(skip)
+        # Under pytest-xdist (`-n 2 --dist loadgroup`, as `nox -s tests` runs), the tests on the
+        # one test SLURM run in one worker, one after another: each expects a queue of its own.
+        if "slurm" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group("slurm"))
 
 
 SMALL = ["workload.num_samples=2000"]
@@ -46,8 +50,13 @@ SMALL = ["workload.num_samples=2000"]
 
 @pytest.fixture(scope="session", autouse=True)
 def data_cache(tmp_path_factory) -> Path:
-    """Keep generated datasets out of the user's cache; shared by the whole test session."""
-    cache = tmp_path_factory.mktemp("cache")
+    """Keep generated datasets out of the user's cache; shared by the whole test session, and
+    by every pytest-xdist worker of it (cache files are written whole, then renamed)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's directory, above each worker's own
+    cache = root / "data-cache"
+    cache.mkdir(exist_ok=True)
     os.environ["DPSUITE_CACHE_DIR"] = str(cache)
     return cache
 

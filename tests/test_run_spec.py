@@ -29,7 +29,7 @@ def config_classes() -> list[type]:
     }
     return [
         *found,
-        *sections,
+        *sorted(sections, key=lambda c: c.__name__),  # one order in every process (pytest-xdist)
         *(w.Config for w in REGISTRY.values()),
         *(type(r.config) for r in lr_rules.RULES.values()),
         *(s.Config for s in sync.STRATEGIES.values()),

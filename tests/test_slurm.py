@@ -211,6 +211,7 @@ def test_a_request_slurm_can_never_run_is_one_error_line(dpsuite, tmp_path, caps
     assert not live_jobs(tmp_path / "b")  # cancelled, not left pending
 
 
+@pytest.mark.cluster  # Ctrl-C itself is proven locally (tests/test_faults.py)
 def test_ctrl_c_cancels_the_jobs_and_a_rerun_resumes_without_duplicates(tmp_path):
     out = tmp_path / "res"
     output = interrupt_when_running(out, signal.SIGINT)
