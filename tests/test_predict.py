@@ -229,6 +229,23 @@ def test_gradient_dtype_and_a_measured_node_efficiency(dpsuite, tmp_path, capsys
     assert (pred["prediction"] == "estimate").all()
 
 
+def test_a_measured_input_rate_bounds_each_node_and_is_labelled(dpsuite, tmp_path, capsys):
+    out = tmp_path / "pred"
+    # 154 samples/s per GPU, 4 per node: a node wants 616/s; its host loads 400.
+    args = ("--workers", "1,2,4,128", "--input-samples-per-s", "400", "--out", str(out))
+    assert dpsuite(*VGG_ON_HOROVOD, *args) == 0
+    printed = capsys.readouterr().out
+    assert "input: at most 400 samples/s per node (a measured input rate, given)" in printed
+    assert "measured terms: compute, input rate" in printed
+    lines = [line for line in printed.splitlines() if "workers  " in line]
+    assert [line.endswith("input-bound") for line in lines] == [False, False, True, True]
+    pred = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert pred.loc[4, "samples_per_s"] == pytest.approx(400)
+    assert pred.loc[128, "samples_per_s"] <= 32 * 400 + 1e-6
+    assert pred["input_bound"].tolist() == [False, False, True, True]
+    assert pred.loc[2, "input_wait_s"] == 0.0
+
+
 def test_a_node_efficiency_measured_in_a_results_tree_is_carried_beyond_the_node(dpsuite, tmp_path):
     root, node, out = tmp_path / "res", tmp_path / "node", tmp_path / "pred"
     write_runs(root)
@@ -264,9 +281,11 @@ def test_published_table(dpsuite, capsys):
     assert dpsuite("predict", "--published") == 0
     out = capsys.readouterr().out
     assert out.startswith(
-        "| result | hardware | GPUs | published | without NCCL's SMs | predicted | points | terms |"
+        "| result | hardware | GPUs | data | published | without NCCL's SMs | predicted "
+        "| points | terms |"
     )
-    assert "| Horovod, VGG-16, 512 GPUs | `horovod-pascal-25gbe` | 512 | 68.0 % |" in out
+    assert "| Horovod, VGG-16, 512 GPUs | `horovod-pascal-25gbe` | 512 | not stated | 68.0 %" in out
+    assert "| `dgx1-v100` | 8 | dali-cpu @ 46ff3707 | 96.8 % |" in out
     assert "ring; 161 tensors, DDP buckets; NCCL's SMs 12/80; bound |" in out
 
 
@@ -341,6 +360,12 @@ def test_published_table(dpsuite, capsys):
         ((*VGG_ON_HOROVOD, "--node-workers", "8"), "goes with --measured-node-efficiency"),
         ((*VGG_ON_HOROVOD, "--node-efficiency-from", "{tmp}"), "give --workload"),
         ((*VGG_ON_HOROVOD, "--node-efficiency-from", "{tmp}/nope"), "results directory not found"),
+        ((*VGG_ON_HOROVOD, "--input-samples-per-s", "0"), "must be a finite number > 0"),
+        ((*VGG_ON_HOROVOD, "--input-samples-per-s", "-5"), "must be a finite number > 0"),
+        ((*VGG_ON_HOROVOD, "--input-samples-per-s", "nan"), "must be a finite number > 0"),
+        ((*VGG_ON_HOROVOD, "--input-samples-per-s", "inf"), "must be a finite number > 0"),
+        ((*VGG_ON_HOROVOD, "--input-samples-per-s", "fast"), "invalid float value"),
+        (("predict", "--published", "--input-samples-per-s", "9"), "not --published"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(dpsuite, tmp_path, capsys, args, message):

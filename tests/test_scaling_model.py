@@ -338,6 +338,27 @@ def test_a_measured_node_efficiency_is_met_at_the_node_and_carried_beyond_it():
     assert node.efficiency(8, 256, baseline=8) == pytest.approx(1.0)
 
 
+def test_a_measured_input_rate_caps_each_nodes_throughput():
+    # 1 ms per sample: a GPU trains 1,000 samples/s; a node's host loads 5,000.
+    base = ScalingModel(DGX, ComputeModel(0.0, 1e-3), grad_bytes=100e6)
+    fed = replace(base, input_samples_per_s=5000.0, measured=("compute", "input rate"))
+    for n in (1, 2, 4, 8, 16, 64):
+        node_rate = min(n, 8) * 256 / base.step_s(n, 256)  # one node's samples/s, unbounded
+        per_node = fed.topology.ranks_per_node(n) * 256 / fed.step_s(n, 256)
+        assert per_node == pytest.approx(min(node_rate, 5000.0))
+    assert fed.step(4, 256).input_wait_s == 0.0  # 4 GPUs want < 4,000/s: not bound
+    assert fed.step(8, 256).input_wait_s > 0  # 8 want ~8,000/s: bound
+    pred = fed.predict([1, 4, 8, 64], 256).set_index("workers")
+    assert list(pred["input_bound"]) == [False, False, True, True]
+    assert pred.loc[64, "samples_per_s"] == pytest.approx(8 * 5000.0)
+    assert pred.loc[8, "efficiency"] == pytest.approx(5000.0 / 8000.0)
+    assert (pred["prediction"] == "bound").all() and "input rate" in pred.loc[8, "measured_terms"]
+    # Below one GPU's rate even the baseline waits: the efficiency is against that.
+    starved = replace(base, input_samples_per_s=500.0)
+    assert starved.step(1, 256).input_wait_s > 0
+    assert starved.efficiency(8, 256) == pytest.approx(1 / 8)
+
+
 def test_gradient_dtype_halves_the_bytes_on_the_wire():
     fp32 = ScalingModel(DGX, ComputeModel(0.0, 1e-6), grad_bytes=4 * 100e6)
     bf16 = replace(fp32, grad_bytes=2 * 100e6, grad_element_bytes=2)

@@ -200,6 +200,7 @@ def _predict(args: list[str]) -> int:
             print(f"dpsuite: warning: skipped {reason}", file=sys.stderr)
         node = options.node_runs(a)
         fits = [options.apply(one, a, node) for one in fits]
+    fits = [options.input_rate(one, a) for one in fits]
     for one in fits:
         print(output.format_fit(one, a.batch, workers, a.baseline_workers))
     if a.out:

@@ -1,7 +1,9 @@
 """The scaling model: step(N, b) = compute(b) + waiting for the slowest of N + the all-reduce time
 the bucket schedule exposes + the backward pass slowed by the SMs NCCL's kernels hold while they
 overlap it (where the GPU's SMs and NCCL's channels are known) (+ a measured per-step overhead,
-where a node's efficiency was measured).
+where a node's efficiency was measured). With a measured input rate (samples a node's host loads
+per second) a step takes at least the time the node's ranks wait for their batches: a node's
+throughput is the lesser of what compute and communication allow and that rate.
 
 Throughput = N * b / step(N, b); efficiency = step(N0, b) / step(N, b) against a baseline of N0
 workers (weak scaling: the per-worker batch stays b). Predictions beyond the largest validated
@@ -10,12 +12,14 @@ worker count are marked extrapolated.
 Every prediction says what it is. Communication alone (nothing measured of what else slows a
 step: stragglers, the input pipeline; NCCL's share of the SMs is the one modelled) is an upper
 **bound** on efficiency; with a measured straggler distribution or a measured node efficiency it
-is an **estimate**, and ``measured`` names the terms that were measured.
+is an **estimate**, and ``measured`` names the terms that were measured. A measured input rate
+keeps a bound a bound (loading taken to overlap compute wholly), one that says where it is
+input-bound.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -78,10 +82,18 @@ class Step:
     overhead_s: float
     algorithm: str
     slowed_s: float = 0.0  # the backward pass's extra time on the SMs NCCL's kernels leave it
+    input_wait_s: float = 0.0  # the further wait for the node's input pipeline (0: not bound)
 
     @property
     def total_s(self) -> float:
-        return self.compute_s + self.wait_s + self.slowed_s + self.exposed_s + self.overhead_s
+        return (
+            self.compute_s
+            + self.wait_s
+            + self.slowed_s
+            + self.exposed_s
+            + self.overhead_s
+            + self.input_wait_s
+        )
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,8 @@ class ScalingModel:
     # Fraction of the GPU's SMs an all-reduce holds while it runs: NCCL's channels / SMs (0: not
     # known, or not NCCL).
     comm_sm_share: float = 0.0
+    # Samples per second one node's host loads (decode, augment), measured (None: not known).
+    input_samples_per_s: float | None = None
 
     @property
     def validated_max(self) -> int:
@@ -143,9 +157,18 @@ class ScalingModel:
         measured_step = self._base_step(1, batch).total_s / o.node_efficiency
         return max(0.0, measured_step - self._base_step(o.node_workers, batch).total_s)
 
+    def input_step_s(self, n: int, batch: int) -> float:
+        """The least step time the input rate allows: the fullest node's ranks' batches at the
+        measured per-node rate (0: no rate)."""
+        if self.input_samples_per_s is None:
+            return 0.0
+        return self.topology.ranks_per_node(n) * batch / self.input_samples_per_s
+
     def step(self, n: int, batch: int) -> Step:
         base = self._base_step(n, batch)
-        return Step(**{**base.__dict__, "overhead_s": self.overhead_s(n, batch)})
+        step = Step(**{**base.__dict__, "overhead_s": self.overhead_s(n, batch)})
+        waiting = max(0.0, self.input_step_s(n, batch) - step.total_s)
+        return replace(step, input_wait_s=waiting)
 
     def step_s(self, n: int, batch: int) -> float:
         return self.step(n, batch).total_s
@@ -178,6 +201,8 @@ class ScalingModel:
                     "comm_s": step.comm_s,
                     "exposed_comm_s": step.exposed_s,
                     "overhead_s": step.overhead_s,
+                    "input_wait_s": step.input_wait_s,
+                    "input_bound": step.input_wait_s > 0,
                     "algorithm": step.algorithm,
                     "samples_per_s": n * batch / step.total_s,
                     "baseline_workers": baseline,
@@ -206,6 +231,7 @@ class ScalingModel:
             "step_samples": len(o.step_samples),
             "node_efficiency": o.node_efficiency,
             "node_workers": o.node_workers,
+            "input_samples_per_s": self.input_samples_per_s,
             "prediction": self.kind(),
             "measured_terms": self.terms(),
             "validated_max_workers": self.validated_max,

@@ -1,10 +1,11 @@
 """`dpsuite predict`'s options about the scaling model: worker counts, the baseline, the
-gradients' dtype, the communication library, and measured overheads; each bad value is one
-UserError."""
+gradients' dtype, the communication library, measured overheads and a measured input rate; each
+bad value is one UserError."""
 
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -71,6 +72,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="RESULTS_DIR",
         help="take that efficiency from the runs of one node in a results tree (the most "
         "workers on one host, same per-worker batch, not oversubscribed)",
+    )
+    group.add_argument(
+        "--input-samples-per-s",
+        type=float,
+        help="a measured rate at which one node's host loads samples (decode, augment; e.g. "
+        "your data loader benchmarked alone): a node's throughput is at most this",
     )
 
 
@@ -179,6 +186,25 @@ def check(a: argparse.Namespace) -> None:
         raise UserError("give --measured-node-efficiency or --node-efficiency-from, not both")
     if a.node_efficiency_from is None:
         overheads(a, gpus_per_node=2)  # the value's range; its node is known later
+    rate = a.input_samples_per_s
+    if rate is not None and not (math.isfinite(rate) and rate > 0):
+        raise UserError(f"--input-samples-per-s must be a finite number > 0, got {rate:g}")
+    if rate is not None and a.published:
+        raise UserError(
+            "--input-samples-per-s goes with a prediction, not --published (no publication "
+            "gives its host's input rate)"
+        )
+
+
+def input_rate(one: Fit, a: argparse.Namespace) -> Fit:
+    """The fit with ``--input-samples-per-s``, a measured term, if given."""
+    if a.input_samples_per_s is None:
+        return one
+    m = one.model
+    model = replace(
+        m, input_samples_per_s=a.input_samples_per_s, measured=(*m.measured, "input rate")
+    )
+    return replace(one, model=model)
 
 
 def profile_library(a: argparse.Namespace, nccl_ll128: bool) -> Library:

@@ -42,12 +42,24 @@ def describe_model(fit: Fit) -> list[str]:
         f"us/sample ({100 * m.compute.backward_fraction:.0f} % of it backward); gradients "
         f"{m.grad_bytes / 2**20:.1f} MiB as {packing}, cap {m.bucket_bytes / 2**20:g} MiB, "
         f"largest {max((b for b, _ in buckets), default=0) / 2**20:.2f} MiB",
-        f"   an efficiency {_kind(m.kind())}; measured terms: {m.terms()}",
+        *_input(m.input_samples_per_s),
+        f"   an efficiency {_kind(m.kind(), m.input_samples_per_s)}; measured terms: {m.terms()}",
     ]
     return lines
 
 
-def _kind(kind: str) -> str:
+def _input(rate: float | None) -> list[str]:
+    if rate is None:
+        return []
+    return [
+        f"   input: at most {rate:,.0f} samples/s per node (a measured input rate, given); "
+        "lines marked input-bound wait for it"
+    ]
+
+
+def _kind(kind: str, input_rate: float | None = None) -> str:
+    if kind == "bound" and input_rate is not None:
+        return "bound (at most: loading taken to overlap compute; stragglers not measured)"
     if kind == "bound":
         return "bound (at most: nothing measured of what else slows a step)"
     return "estimate"
@@ -87,6 +99,7 @@ def format_fit(fit: Fit, batch: int, workers: list[int], baseline: int = 1) -> s
             + (f"  wait+overhead {wait * 1e3:7.3f} ms" if wait > 0 else "")
             + (f"  NCCL's SMs {r.comm_sm_slowdown_s * 1e3:7.3f} ms" if r.comm_sm_slowdown_s else "")
             + f"  {r.samples_per_s:11,.0f} samples/s  efficiency {100 * r.efficiency:5.1f} %"
+            + ("  input-bound" if r.input_bound else "")
         )
     return "\n".join(lines)
 
@@ -94,14 +107,15 @@ def format_fit(fit: Fit, batch: int, workers: list[int], baseline: int = 1) -> s
 def format_published(table: pd.DataFrame) -> str:
     """The published-vs-predicted table as Markdown (docs/scaling-model.md carries the same)."""
     lines = [
-        "| result | hardware | GPUs | published | without NCCL's SMs | predicted | points "
-        "| terms |",
-        "|---|---|---|---|---|---|---|---|",
+        "| result | hardware | GPUs | data | published | without NCCL's SMs | predicted "
+        "| points | terms |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table.itertuples():
         gpus = f"{r.baseline_workers} → {r.workers}" if r.baseline_workers > 1 else f"{r.workers}"
         lines.append(
-            f"| {r.label} | `{r.profile}` | {gpus} | {100 * r.published_efficiency:.1f} % "
+            f"| {r.label} | `{r.profile}` | {gpus} | {r.data} "
+            f"| {100 * r.published_efficiency:.1f} % "
             f"| {100 * r.without_sm_share:.1f} % "
             f"| {100 * r.predicted_efficiency:.1f} % | {r.difference_points:+.1f} | {r.terms} |"
         )

@@ -92,8 +92,18 @@ def _share(entry: dict) -> str:
     return f"{channels}/{profile.sm_count}"
 
 
+def _data(entry: dict) -> str:
+    """The data loader the publication's benchmark ran with, and the source's commit."""
+    backend = entry.get("data_backend")
+    if backend is None:
+        return "not stated"
+    commit = entry.get("source_commit")
+    return f"{backend} @ {commit}" if commit else backend
+
+
 def published_table(path: Path = PUBLISHED) -> pd.DataFrame:
-    """One row per published result: label, hardware, published and predicted efficiency."""
+    """One row per published result: label, hardware, published and predicted efficiency, and
+    the data loader it ran with where the source states it."""
     rows = []
     for entry in yaml.safe_load(path.read_text()):
         model = published_model(entry)
@@ -110,6 +120,7 @@ def published_table(path: Path = PUBLISHED) -> pd.DataFrame:
                 "predicted_efficiency": predicted,
                 "difference_points": 100 * (predicted - float(entry["published_efficiency"])),
                 "terms": _terms(model, entry),
+                "data": _data(entry),
             }
         )
     return pd.DataFrame(rows)
