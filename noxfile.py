@@ -64,17 +64,13 @@ def install_suite(session: nox.Session, extras: str = "") -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite (unit, multi-process DDP, end to end, SLURM's main cases); slow stress
-    tests and second-order cluster cases excluded. Each part ends with its slowest tests."""
+    tests and second-order cluster cases excluded. Ends with the 25 slowest tests."""
     install_suite(session, "[dev,slurm,parquet,tensorboard,wandb]")
-    # Two pytest-xdist workers: most tests wait (on worker processes, a deadline) about as long
-    # as they compute. The tests on the test SLURM come after, alone: beside other tests its
-    # jobs' timings stretch several-fold.
-    parallel = ["-n", "2", "--dist", "loadgroup"]
-    here = f"({DEFAULT_TESTS}) and not slurm"
-    session.run("pytest", "-m", here, *parallel, "--durations=25", *session.posargs)
-    slurm = ["-m", f"({DEFAULT_TESTS}) and slurm", "--durations=10"]
-    # exit code 5: none selected (e.g. `nox -s tests -- -k name` picking only tests above)
-    session.run("pytest", *slurm, *session.posargs, success_codes=[0, 5])
+    # Three pytest-xdist workers on two cores: most tests wait (on worker processes, a SLURM
+    # queue, a deadline) about as long as they compute. The tests on the test SLURM share one
+    # worker and start first (tests/conftest.py).
+    parallel = ["-n", "3", "--dist", "loadgroup"]
+    session.run("pytest", "-m", DEFAULT_TESTS, *parallel, "--durations=25", *session.posargs)
 
 
 @contextlib.contextmanager

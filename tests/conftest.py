@@ -33,16 +33,17 @@ REPO = Path(__file__).resolve().parents[1]
 def pytest_collection_modifyitems(config, items):
     """The two-node cluster tests run only when asked for (`-m multinode`, `nox -s cluster`):
     bringing up two nodes and killing one is no part of a default run."""
-    if "multinode" in (config.option.markexpr or ""):
-        return
+    multinode_asked = "multinode" in (config.option.markexpr or "")
     skip = pytest.mark.skip(reason="two-node cluster test: run with -m multinode (nox -s cluster)")
     for item in items:
-        if "multinode" in item.keywords:
+        if "multinode" in item.keywords and not multinode_asked:
             item.add_marker(skip)
-        # Under pytest-xdist (`-n 2 --dist loadgroup`, as `nox -s tests` runs), the tests on the
+        # Under pytest-xdist (`-n 3 --dist loadgroup`, as `nox -s tests` runs), the tests on the
         # one test SLURM run in one worker, one after another: each expects a queue of its own.
         if "slurm" in item.keywords:
             item.add_marker(pytest.mark.xdist_group("slurm"))
+    # They go first: mostly waiting on SLURM, they then overlap the rest instead of ending last.
+    items.sort(key=lambda item: "slurm" not in item.keywords)
 
 
 SMALL = ["workload.num_samples=2000"]
