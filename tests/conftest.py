@@ -104,22 +104,6 @@ def read_params(run_dir: Path) -> dict[str, np.ndarray]:
 SLURM_SCRIPT = REPO / "tests" / "cluster" / "slurm.sh"
 
 
-STARTED_CLUSTERS: list[Path] = []  # the test SLURMs this session started and has not stopped
-
-
-def stop_started_clusters() -> None:
-    while STARTED_CLUSTERS:
-        script = STARTED_CLUSTERS.pop()
-        subprocess.run(["bash", str(script), "stop"], capture_output=True, timeout=300)
-
-
-def pytest_runtest_teardown(item, nextitem):
-    """Stop a test SLURM this session started after its last test (the SLURM tests run first
-    and together), not at the session's end, where stopping it would add to the wall time."""
-    if "slurm" in item.keywords and (nextitem is None or "slurm" not in nextitem.keywords):
-        stop_started_clusters()
-
-
 @pytest.fixture(scope="session")
 def slurm_cluster():
     """A real single-host SLURM (tests/cluster/slurm.sh): the one already up (`nox -s cluster`),
@@ -143,10 +127,9 @@ def slurm_cluster():
             lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
             pytest.skip(f"the test SLURM cluster did not start: {lines[-1]}")
         started = True
-    if started:
-        STARTED_CLUSTERS.append(SLURM_SCRIPT)
     yield conf
-    stop_started_clusters()
+    if started:
+        subprocess.run(["bash", str(SLURM_SCRIPT), "stop"], capture_output=True, timeout=300)
     if previous is None:
         os.environ.pop("SLURM_CONF", None)
     else:
