@@ -38,12 +38,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "multinode" in item.keywords and not multinode_asked:
             item.add_marker(skip)
-        # Under pytest-xdist (`-n 3 --dist loadgroup`, as `nox -s tests` runs), the tests on the
-        # one test SLURM run in one worker, one after another: each expects a queue of its own.
+        # Under pytest-xdist with `--dist loadgroup`, the tests on the one test SLURM run in one
+        # worker, one after another: each expects a queue of its own. (`nox -s tests` runs them
+        # apart, after the others, without xdist.)
         if "slurm" in item.keywords:
             item.add_marker(pytest.mark.xdist_group("slurm"))
-    # They go first: mostly waiting on SLURM, they then overlap the rest instead of ending last.
-    items.sort(key=lambda item: "slurm" not in item.keywords)
 
 
 SMALL = ["workload.num_samples=2000"]
