@@ -2,7 +2,8 @@
 `nox -s overhead`, `nox -s cluster` (a real SLURM), and report helpers.
 
 Each session installs what it needs into its own virtualenv. On a machine without CUDA, torch
-comes from PyTorch's CPU index (a ~200 MB wheel) rather than PyPI's default multi-GB CUDA build.
+comes from PyTorch's CPU index (a ~200 MB wheel) rather than PyPI's default multi-GB CUDA build;
+where that index cannot be reached, from the indexes pip is configured with.
 Set DPSUITE_TORCH to choose another torch requirement (e.g. "torch==2.5.1").
 """
 

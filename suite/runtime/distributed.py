@@ -109,11 +109,11 @@ def spawn_local(
     naming it; an interrupt of the launcher (Ctrl-C, SIGTERM turned into an exception) stops
     them too before it propagates.
 
-    With ``forkserver`` (the default), workers are forked from one
-    server per launcher process that has imported torch and ``fn``'s module once: a 2-worker run
-    then starts in a fraction of a second instead of seconds, which adds up over a sweep. Each
-    worker is given this process's environment and working directory as they are now, as with
-    ``spawn`` (the server's own are those of its start).
+    With ``forkserver`` (the default), workers are forked from one server per launcher process
+    that has imported torch and ``fn``'s module once: a 2-worker run then starts in a fraction
+    of a second instead of seconds, which adds up over a sweep. Each worker is given this
+    process's environment, working directory, stdout and stderr as they are now, as with
+    ``spawn`` (``LauncherContext``; the server's own are those of its start).
     """
     # Each child picks the thread count up at import; set it before they start.
     os.environ["OMP_NUM_THREADS"] = str(threads_per_worker)
