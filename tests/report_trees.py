@@ -372,13 +372,14 @@ def write_comm_bench(
     collective: str | None = None,
 ) -> None:
     """A comm-bench result; without ``collective`` its rows have none (as before there were
-    other collectives: they read as all_reduce)."""
+    other collectives: they read as all_reduce). On one rank ``peak`` is the algbw's: no bytes
+    cross between ranks, busbw is 0."""
     factor = 2 * (world - 1) / world if collective in (None, "all_reduce") else (world - 1) / world
     rows = []
     for e in range(10, 25, 2):
         size = 2**e
-        busbw = peak * size / (size + 2**18)
-        algbw = busbw / factor
+        rate = peak * size / (size + 2**18)
+        busbw, algbw = (rate, rate / factor) if world > 1 else (0.0, rate)
         rows.append(
             {
                 "collective": collective,

@@ -603,6 +603,34 @@ def test_other_collectives_are_plotted_and_found_but_leave_the_all_reduce_headli
     assert len({line.get_color() for line in fig.axes[0].get_lines()}) == 3
 
 
+def test_a_one_rank_benchmark_checks_the_path_but_shows_no_bandwidth(tmp_path):
+    """One GPU's comm-bench (busbw is 0 by definition) is named as a check, not as a peak of
+    0 GB/s, and neither draws a line nor becomes the bandwidth headline."""
+    root = tmp_path / "res"
+    trees.write_scaling(root)
+    trees.write_comm_bench(root)
+    trees.write_comm_bench(root, tag="gpu-1", peak=400.0, world=1)
+    written = build.build_report(root, tmp_path / "rep")
+    assert "All-reduce bus bandwidth (2 ranks, gloo) peaks at 3.94 GB/s" in " ".join(
+        written.headline
+    )
+    found = findings_of(tmp_path / "rep")
+    one = [f for f in found if f.startswith("gpu-1")]
+    assert one == [
+        "gpu-1, 1 rank (gloo): the all-reduce ran and was checked at 8 message sizes (0 wrong), "
+        "fastest 0.7 µs; bus bandwidth needs 2 or more ranks."  # 1 KiB at 1.56 GB/s
+    ]
+    comm = comm_section.with_traffic(data.load_tree(root).comm)
+    fig = comm_section.allreduce_bandwidth(comm)
+    assert [line.get_label() for line in fig.axes[0].get_lines()] == ["box-a · 2 ranks · gloo"]
+    alone = tmp_path / "alone"
+    trees.write_scaling(alone)
+    trees.write_comm_bench(alone, tag="gpu-1", peak=400.0, world=1)
+    written = build.build_report(alone, tmp_path / "rep-alone")
+    assert "bus bandwidth" not in " ".join(written.headline).replace("needs", "")
+    assert not (tmp_path / "rep-alone" / "allreduce_bandwidth.png").exists()
+
+
 def test_without_failures_or_scaling_runs_the_headline_tells_more_of_convergence(
     convergence_tree, tmp_path
 ):

@@ -187,7 +187,7 @@ def join_existing(spec: RunSpec, ranks: Ranks) -> str:
         decision = [skip, str(attempt.dir) if attempt else None]
     device = distributed.device_for(spec.device, ranks.local_rank)
     try:
-        distributed.init_group(spec.backend, ranks, "env://", spec.cfg.ddp.timeout_s)
+        distributed.init_group(spec.backend, ranks, "env://", spec.cfg.ddp.timeout_s, device)
         torch.distributed.broadcast_object_list(decision, src=0)
     except Exception as exc:  # the other ranks never came: this run failed, say why
         if writer is not None:
@@ -242,7 +242,7 @@ def run_rank(
 
     device = device or distributed.device_for(spec.device, ranks.local_rank)
     if init_method is not None:
-        distributed.init_group(spec.backend, ranks, init_method, spec.cfg.ddp.timeout_s)
+        distributed.init_group(spec.backend, ranks, init_method, spec.cfg.ddp.timeout_s, device)
     writer = None
     if ranks.rank == 0:
         writer = RunWriter(run_dir)

@@ -70,13 +70,23 @@ def device_for(device: str, local_rank: int) -> torch.device:
     return torch.device("cpu")
 
 
-def init_group(backend: str, ranks: Ranks, init_method: str, timeout_s: float) -> None:
+def init_group(
+    backend: str,
+    ranks: Ranks,
+    init_method: str,
+    timeout_s: float,
+    device: torch.device | None = None,
+) -> None:
+    """Join the process group; a CUDA rank names its GPU, so NCCL binds its communicator to it
+    at once instead of guessing the device at the first barrier."""
+    bound = {"device_id": device} if device is not None and device.type == "cuda" else {}
     dist.init_process_group(
         backend=backend,
         init_method=init_method,
         rank=ranks.rank,
         world_size=ranks.world_size,
         timeout=timedelta(seconds=timeout_s),
+        **bound,
     )
 
 

@@ -164,7 +164,7 @@ def rank_main(local_rank: int, init_method: str, spec: RunSpec, plan: Plan, out:
     """One rank: the run as `dpsuite run` sets it up, then the interleaved blocks."""
     ranks = Ranks(local_rank, spec.workers, local_rank, spec.workers)
     device = dd.device_for(spec.device, local_rank)
-    dd.init_group(spec.backend, ranks, init_method, spec.cfg.ddp.timeout_s)
+    dd.init_group(spec.backend, ranks, init_method, spec.cfg.ddp.timeout_s, device)
     run = setup(spec, ranks, device, writer=None)
     calibrate(run)
     k, blocks = measure(run, plan)

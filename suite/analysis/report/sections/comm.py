@@ -22,20 +22,31 @@ PLOTS = ("allreduce_bandwidth",)
 def section(context: studies.Context) -> Section:
     tree = context.tree
     part = Section()
-    part.candidate("bandwidth", bandwidth(tree.comm, context.scaling, tree.runs))
+    measured = with_traffic(tree.comm)
+    part.candidate("bandwidth", bandwidth(measured, context.scaling, tree.runs))
     if tree.comm.empty:
+        return part
+    part.findings += comm_bench_findings(tree.comm)
+    if measured.empty:
         return part
     part.plot(
         "allreduce_bandwidth",
-        functools.partial(allreduce_bandwidth, tree.comm),
-        f"{data.collectives_label(tree.comm)} bandwidth vs message size",
+        functools.partial(allreduce_bandwidth, measured),
+        f"{data.collectives_label(measured)} bandwidth vs message size",
         "From `dpsuite comm-bench` (nccl-tests definitions): algbw = bytes / time; "
         "busbw = algbw × the collective's factor (all-reduce 2(n−1)/n; all-gather, "
         "reduce-scatter, all-to-all (n−1)/n; broadcast 1), the per-link rate, comparable "
         "across rank counts.",
     )
-    part.findings += comm_bench_findings(tree.comm)
     return part
+
+
+def with_traffic(comm: pd.DataFrame) -> pd.DataFrame:
+    """The benchmarks of two or more ranks: on one rank a collective moves no bytes between
+    ranks (busbw is 0 by definition), so it checks the path but has no bandwidth to show."""
+    if comm.empty:
+        return comm
+    return comm[pd.to_numeric(comm["world_size"], errors="coerce").fillna(2) >= 2]
 
 
 @styled
@@ -122,14 +133,22 @@ def comm_bench_findings(comm: pd.DataFrame) -> list[str]:
     for (machine, world, backend, _, collective), grp in comm.groupby(
         keys, dropna=False, sort=True
     ):
-        peak = grp.loc[grp["busbw_GBps"].idxmax()]
         ranks = f"{int(world)} ranks" if pd.notna(world) else "? ranks"
         name = str(collective).replace("_", "-")
+        errors = pd.to_numeric(grp["errors"], errors="coerce").fillna(0)
+        if world == 1:
+            fastest = grp.loc[grp["time_us"].idxmin()]
+            out.append(
+                f"{machine}, 1 rank ({backend}): the {name} ran and was checked at "
+                f"{len(grp)} message sizes ({int((errors > 0).sum())} wrong), fastest "
+                f"{fastest['time_us']:.1f} µs; bus bandwidth needs 2 or more ranks."
+            )
+            continue
+        peak = grp.loc[grp["busbw_GBps"].idxmax()]
         out.append(
             f"{machine}, {ranks} ({backend}): peak {name} bus bandwidth "
             f"{peak['busbw_GBps']:.2f} GB/s at {human_bytes(peak['size_bytes'])} messages."
         )
-        errors = pd.to_numeric(grp["errors"], errors="coerce").fillna(0)
         if (errors > 0).any():
             out.append(
                 f"{machine}, {ranks}: the {name} gave wrong results at "
