@@ -82,7 +82,7 @@ def tests(session: nox.Session) -> None:
             [str(Path(session.bin) / "pytest"), *slurm],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=session_env(session),
+            env={**os.environ, **session.env, "PATH": venv_path(session)},
         )
     try:
         parallel = ["-n", "2", "--dist", "loadgroup"]
@@ -96,13 +96,9 @@ def tests(session: nox.Session) -> None:
         session.error(f"the tests on the test SLURM failed (pytest exit {code})")
 
 
-def session_env(session: nox.Session) -> dict[str, str]:
-    """The environment session.run gives a command: the session's settings (None unsets a
-    variable there) and its virtualenv first on PATH."""
-    env = {**os.environ, **session.env}
-    env["PATH"] = os.pathsep.join([str(session.bin), os.environ.get("PATH", "")])
-    env["VIRTUAL_ENV"] = str(session.virtualenv.location)
-    return {k: v for k, v in env.items() if v is not None}
+def venv_path(session: nox.Session) -> str:
+    """PATH with the session's virtualenv first, as session.run has it."""
+    return os.pathsep.join([str(session.bin), os.environ.get("PATH", "")])
 
 
 @contextlib.contextmanager
