@@ -16,7 +16,6 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import nox
 
@@ -68,37 +67,16 @@ def tests(session: nox.Session) -> None:
     """The test suite (unit, multi-process DDP, end to end, SLURM's main cases); slow stress
     tests and second-order cluster cases excluded. Each part ends with its slowest tests."""
     install_suite(session, "[dev,slurm,parquet,tensorboard,wandb]")
-    # The tests on the test SLURM run in a pytest of their own, beside the others: they mostly
-    # wait on SLURM (scheduling, polls, the cluster's start and stop), so they cost little next
-    # to the CPU-bound tests, and that pytest's end stops the cluster as a session should.
-    # Its output is printed when it ends. The others run on two pytest-xdist workers: most of
-    # them wait (on worker processes, a deadline) about as long as they compute.
-    tmp = Path(session.create_tmp())
-    slurm_log = tmp / "slurm-tests.log"
-    slurm = ["-m", f"({DEFAULT_TESTS}) and slurm", "--durations=10", *session.posargs]
-    slurm += ["--basetemp", str(tmp / "slurm-tests")]  # apart from the other pytest's
-    with slurm_log.open("w") as log:
-        beside = subprocess.Popen(
-            [str(Path(session.bin) / "pytest"), *slurm],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **session.env, "PATH": venv_path(session)},
-        )
-    try:
-        parallel = ["-n", "2", "--dist", "loadgroup"]
-        here = f"({DEFAULT_TESTS}) and not slurm"
-        session.run("pytest", "-m", here, *parallel, "--durations=25", *session.posargs)
-    finally:
-        code = beside.wait()
-        session.log(f"the tests on the test SLURM (pytest {' '.join(slurm)}):")
-        print(slurm_log.read_text(), flush=True)
-    if code not in (0, 5):  # 5: none selected (`nox -s tests -- -k name` picking others only)
-        session.error(f"the tests on the test SLURM failed (pytest exit {code})")
-
-
-def venv_path(session: nox.Session) -> str:
-    """PATH with the session's virtualenv first, as session.run has it."""
-    return os.pathsep.join([str(session.bin), os.environ.get("PATH", "")])
+    # Two pytest-xdist workers: most tests wait (on worker processes, a deadline) about as long
+    # as they compute. The tests on the test SLURM come after, in this process alone: beside
+    # other tests its jobs' timings stretch (a cancelled job's run then races its own record),
+    # and an xdist worker's end does not wait for the test cluster to stop.
+    parallel = ["-n", "2", "--dist", "loadgroup"]
+    here = f"({DEFAULT_TESTS}) and not slurm"
+    session.run("pytest", "-m", here, *parallel, "--durations=25", *session.posargs)
+    slurm = ["-m", f"({DEFAULT_TESTS}) and slurm", "--durations=10"]
+    # exit code 5: none selected (e.g. `nox -s tests -- -k name` picking only tests above)
+    session.run("pytest", *slurm, *session.posargs, success_codes=[0, 5])
 
 
 @contextlib.contextmanager
