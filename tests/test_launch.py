@@ -72,3 +72,26 @@ def test_an_attempt_writes_beside_a_kept_result_and_takes_its_place_only_when_it
 def test_an_attempt_over_nothing_worth_keeping_writes_in_place(spec):
     assert Attempt.beside(spec, None).dir == spec.run_dir
     assert Attempt.beside(spec, record_of(spec, "failed")).dir == spec.run_dir
+
+
+def test_the_forkserver_imports_ddp_and_the_workload_once_for_all_workers(monkeypatch):
+    """The launcher's forkserver imports what every worker would import again: torch, DDP's
+    torch._dynamo, the worker's module and the workload's own imports (each names a module)."""
+    import importlib.util
+    import multiprocessing
+
+    from suite.engine.launch import _spawned
+    from suite.runtime import distributed
+    from workloads.registry import REGISTRY
+
+    preloads: list[list[str]] = []
+    monkeypatch.setattr(multiprocessing, "set_forkserver_preload", preloads.append)
+    distributed.preload_for_forkserver(_spawned, ("workloads.mnist_1d", "mnist1d.data"))
+    assert preloads == [
+        ["torch", "torch._dynamo", "suite.engine.launch", "workloads.mnist_1d", "mnist1d.data"]
+    ]
+    for cls in REGISTRY.values():
+        for name in cls.worker_imports:
+            top = name.split(".")[0]
+            if importlib.util.find_spec(top) is not None:  # torchvision is an extra
+                assert importlib.util.find_spec(name) is not None, (cls, name)

@@ -70,6 +70,9 @@ class Workload(ABC):
     # Random inputs of a throughput benchmark: nothing to learn, so accuracy is not meaningful.
     synthetic_data: ClassVar[bool] = False
     eval_chunk: ClassVar[int] = 1024  # samples per forward pass in evaluation
+    # Modules a rank imports when it builds the workload (those imported inside functions):
+    # a launcher's forkserver imports them once, rather than every worker of every run.
+    worker_imports: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)

@@ -70,6 +70,7 @@ class TorchvisionWorkload(Workload):
     """Image classification with a torchvision model."""
 
     name: ClassVar[str] = "torchvision"
+    worker_imports = ("torchvision",)  # imported where the model is built
     Config = TorchvisionConfig
     config: TorchvisionConfig
 

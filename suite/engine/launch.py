@@ -281,7 +281,8 @@ def _spawned(local_rank: int, init_method: str, spec: RunSpec, run_dir: Path) ->
 
 def spawn(spec: RunSpec, run_dir: Path, writer: RunWriter) -> str:
     """Start ``spec.workers`` processes on this host and supervise them until they end."""
-    data_memo.load_data(spec.build_workload())  # generate/cache the data once, not per rank
+    workload = spec.build_workload()
+    data_memo.load_data(workload)  # generate/cache the data once, not per rank
     try:
         distributed.spawn_local(
             _spawned,
@@ -290,6 +291,7 @@ def spawn(spec: RunSpec, run_dir: Path, writer: RunWriter) -> str:
             spec.threads_per_worker,
             spec.cfg.ddp.start_method,
             scratch=scratch_dir(spec),
+            preload=(type(workload).__module__, *workload.worker_imports),
         )
     except distributed.WorkerFailure as exc:
         return after_failure(spec, writer, str(exc))
