@@ -122,10 +122,10 @@ def spawn_local(
 
     With ``forkserver`` (the default), workers are forked from one server per launcher process
     that has imported torch, DDP's own imports, ``fn``'s module and the modules in ``preload``
-    once: a 2-worker run then starts in a fraction of a second instead of seconds, which adds
-    up over a sweep. Each worker is given this
-    process's environment, working directory, stdout and stderr as they are now, as with
-    ``spawn`` (``LauncherContext``; the server's own are those of its start).
+    once: a short 2-worker run after the first then takes about 2 s instead of 10 (a 2-core
+    VM), which adds up over a sweep. Each worker is given this process's environment, working
+    directory, stdout and stderr as they are now, as with ``spawn`` (``LauncherContext``; the
+    server's own are those of its start).
     """
     # Each child picks the thread count up at import; set it before they start.
     os.environ["OMP_NUM_THREADS"] = str(threads_per_worker)

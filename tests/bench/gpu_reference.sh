@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The CUDA/NCCL path on one GPU, and GPU reference numbers, in one short run (about 3 minutes on an H200):
+# The CUDA/NCCL path on one GPU, and GPU reference numbers, in one short run (about 3 minutes
+# on an H200):
 #   bash tests/bench/gpu_reference.sh [TAG] [PEAK_TFLOPS]     (defaults: h200, 989 = bf16 dense)
 # 1. world size 1 on NCCL/CUDA (torchrun, one rank: the process-group path a cluster job takes);
 # 2. comm-bench on NCCL (one rank: checks the collective and its correctness check; bandwidth
