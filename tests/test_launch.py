@@ -74,21 +74,28 @@ def test_an_attempt_over_nothing_worth_keeping_writes_in_place(spec):
     assert Attempt.beside(spec, record_of(spec, "failed")).dir == spec.run_dir
 
 
-def test_the_forkserver_imports_ddp_and_the_workload_once_for_all_workers(monkeypatch):
+def test_the_forkserver_imports_ddp_and_the_workload_once_for_all_workers(monkeypatch, spec):
     """The launcher's forkserver imports what every worker would import again: torch, DDP's
     torch._dynamo, the worker's module and the workload's own imports (each names a module)."""
     import importlib.util
     import multiprocessing
 
-    from suite.engine.launch import _spawned
+    from suite.engine.launch import _spawned, worker_imports
     from suite.runtime import distributed
     from workloads.registry import REGISTRY
 
     preloads: list[list[str]] = []
     monkeypatch.setattr(multiprocessing, "set_forkserver_preload", preloads.append)
-    distributed.preload_for_forkserver(_spawned, ("workloads.mnist_1d", "mnist1d.data"))
+    distributed.preload_for_forkserver(_spawned, worker_imports(spec.build_workload()))
     assert preloads == [
-        ["torch", "torch._dynamo", "suite.engine.launch", "workloads.mnist_1d", "mnist1d.data"]
+        [
+            "torch",
+            "suite.engine.launch",
+            "torch._dynamo",
+            "workloads.mnist_1d",
+            "mnist1d.data",
+            "mnist1d.utils",
+        ]
     ]
     for cls in REGISTRY.values():
         for name in cls.worker_imports:

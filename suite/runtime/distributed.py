@@ -121,11 +121,11 @@ def spawn_local(
     them too before it propagates.
 
     With ``forkserver`` (the default), workers are forked from one server per launcher process
-    that has imported torch, DDP's own imports, ``fn``'s module and the modules in ``preload``
-    once: a short 2-worker run after the first then takes about 2 s instead of 10 (a 2-core
-    VM), which adds up over a sweep. Each worker is given this process's environment, working
-    directory, stdout and stderr as they are now, as with ``spawn`` (``LauncherContext``; the
-    server's own are those of its start).
+    that has imported torch, ``fn``'s module and the modules in ``preload`` (what the workers
+    would each import again) once: a short 2-worker run after the first then takes about 2 s
+    instead of 10 (a 2-core VM), which adds up over a sweep. Each worker is given this process's
+    environment, working directory, stdout and stderr as they are now, as with ``spawn``
+    (``LauncherContext``; the server's own are those of its start).
     """
     # Each child picks the thread count up at import; set it before they start.
     os.environ["OMP_NUM_THREADS"] = str(threads_per_worker)
@@ -206,19 +206,14 @@ def process_state(pid: int) -> str | None:
         return None
 
 
-# Imported by every DDP worker: DistributedDataParallel's constructor imports torch._dynamo
-# (about 1.3 s of a worker's start on a 2-core VM).
-WORKER_TORCH_IMPORTS = ("torch", "torch._dynamo")
-
-
 def preload_for_forkserver(fn: Callable[..., None], modules: Sequence[str] = ()) -> None:
-    """Have the forkserver import torch, DDP's imports, ``fn``'s module and ``modules`` before
-    it forks any worker (a module that cannot be imported is skipped there).
+    """Have the forkserver import torch, ``fn``'s module and ``modules`` before it forks any
+    worker (a module that cannot be imported is skipped there).
 
     Takes effect when this process's forkserver starts (its first worker); later calls change
     nothing. ``__main__`` is left out: a script without a main guard would run again in it.
     """
-    wanted = [*WORKER_TORCH_IMPORTS, fn.__module__, *modules]
+    wanted = ["torch", fn.__module__, *modules]
     multiprocessing.set_forkserver_preload(list(dict.fromkeys(wanted)))
 
 
