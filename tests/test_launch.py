@@ -9,6 +9,7 @@ import pytest
 from suite.conf.compose import compose_config
 from suite.conf.run_spec import resolve
 from suite.engine.launch import Attempt, base_record, config_difference, reuse_blocker
+from suite.results.store import read_json
 from tests.conftest import SMALL
 
 
@@ -102,3 +103,24 @@ def test_the_forkserver_imports_ddp_and_the_workload_once_for_all_workers(monkey
             top = name.split(".")[0]
             if importlib.util.find_spec(top) is not None:  # torchvision is an extra
                 assert importlib.util.find_spec(name) is not None, (cls, name)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_an_interrupt_before_the_ranks_take_over_still_marks_the_run(monkeypatch, spec, processes):
+    """scancel's SIGTERM can land after `running` is written but before a rank has its own
+    handler (a SLURM job was cancelled while it imported the training loop): run.json must
+    still say `interrupted`, not stay `running` for the sweep to call the job's fate."""
+    from suite.engine import launch as launch_module
+    from suite.errors import Terminated
+
+    def interrupted(*args, **kwargs):
+        assert read_json(spec.run_dir / "run.json")["status"] == "running"
+        raise Terminated()
+
+    monkeypatch.setattr(launch_module, "run_rank", interrupted)
+    monkeypatch.setattr(launch_module.distributed, "spawn_local", interrupted)
+    monkeypatch.setattr(type(spec), "processes", processes)
+    with pytest.raises(Terminated):
+        launch_module.launch(spec)
+    rec = read_json(spec.run_dir / "run.json")
+    assert (rec["status"], rec["error"]) == ("failed", "interrupted")

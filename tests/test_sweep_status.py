@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from suite.sweep.hydra_app import SubmittedJob
 from suite.sweep.runner import Sweep
 from tests.conftest import SMALL
 
@@ -34,3 +35,25 @@ def test_summary_manifest_and_exit_code_follow_the_run_json_files(dpsuite, tmp_p
     assert "diverged" in statuses and f"sweep multirun finished: {len(records)} runs" in out
     for r in records:
         assert f"{r['run_id']}: {r['status']}" in out  # progress, as each run.json said
+
+
+def test_a_job_that_starts_and_ends_between_two_looks_still_says_where_it_ran(
+    dpsuite, tmp_path, capsys
+):
+    """A SLURM sweep polls run.json; a short run can go from pending to complete between two
+    polls. Its `running on HOST (job ID)` line is said all the same, before its final line."""
+    args = [*SWEEP, f"results_dir={tmp_path}"]
+    assert dpsuite("run", "-m", *args) == 0
+    again = Sweep.checked(None, [*args, "force=true"])
+    again.mark_existing()
+    run_id = next(iter(again.runs))
+    again.jobs_submitted({run_id: SubmittedJob("7_0", tmp_path / "7_0.out", tmp_path / "7_0.err")})
+    path = again.run_dirs[run_id] / "run.json"
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "host": "node7", "finished_at": "now"}))
+    capsys.readouterr()
+    again.refresh()
+    lines = capsys.readouterr().out.splitlines()
+    said = [i for i, line in enumerate(lines) if line.startswith(f"{run_id}: ")]
+    assert [lines[i] for i in said][0] == f"{run_id}: running on node7 (job 7_0)"
+    assert lines[said[1]].startswith(f"{run_id}: complete") and "(job 7_0)" in lines[said[1]]

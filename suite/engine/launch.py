@@ -169,6 +169,12 @@ def launch(spec: RunSpec) -> str:
     except Exception as exc:
         # A failed run is a result of the sweep, not the end of it: record it and go on.
         status = after_failure(spec, writer, describe(exc))
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM (scancel) may land anywhere after `running` was written, even
+        # before a rank's own handler is in place (while it imports the training loop).
+        with contextlib.suppress(ResultsWriteError):
+            after_failure(spec, writer, "interrupted")
+        raise
     return attempt.settle(status, spec.run_id)
 
 
@@ -190,7 +196,9 @@ def join_existing(spec: RunSpec, ranks: Ranks) -> str:
     try:
         distributed.init_group(spec.backend, ranks, "env://", spec.cfg.ddp.timeout_s, device)
         torch.distributed.broadcast_object_list(decision, src=0)
-    except Exception as exc:  # the other ranks never came: this run failed, say why
+        if not decision[0]:
+            record_nodes(spec, ranks, writer)
+    except BaseException as exc:  # the other ranks never came, or an interrupt: say why
         if writer is not None:
             writer.finish("failed", error=describe(exc))
         raise
@@ -199,7 +207,6 @@ def join_existing(spec: RunSpec, ranks: Ranks) -> str:
         if ranks.rank == 0:
             print(f"{spec.run_id}: already complete in {spec.run_dir}, skipped")
         return SKIPPED
-    record_nodes(spec, ranks, writer)
     status = run_rank(spec, Path(decision[1]), ranks, init_method=None, device=device)
     return attempt.settle(status, spec.run_id) if attempt else status
 
@@ -303,10 +310,6 @@ def spawn(spec: RunSpec, run_dir: Path, writer: RunWriter) -> str:
         )
     except distributed.WorkerFailure as exc:
         return after_failure(spec, writer, str(exc))
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the interrupt is what to report
-        with contextlib.suppress(ResultsWriteError):
-            after_failure(spec, writer, "interrupted")
-        raise
     return read_status(run_dir) or "failed"
 
 

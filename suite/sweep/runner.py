@@ -148,6 +148,13 @@ class Sweep:
             record = self._new_record(run_id)
             status = record.get("status") if record else None
             if status in (*FINAL, "running") and status != self.runs[run_id]:
+                if (
+                    self.runs[run_id] == "pending"
+                    and status != "running"
+                    and record.get("started_at")
+                ):
+                    # It started and ended between two looks: it still ran somewhere.
+                    self._report(run_id, {**record, "status": "running"})
                 self.runs[run_id] = status
                 self._report(run_id, record)
                 changed = True
