@@ -25,6 +25,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
 LAUNCHER = ["hydra/launcher=slurm", "hydra.launcher.poll_s=1", "hydra.launcher.timeout_min=10"]
 TINY = [*SMALL, "train.max_steps=20"]
 LONG = "100000"  # max_steps of a run that is killed or cancelled long before it ends
+# max_steps only caps a run: without more epochs than the default, a LONG run ends after its
+# default epochs (a few seconds), possibly before the test has seen it train.
+MANY_EPOCHS = "train.epochs=10000"
 TIMEOUT_S = 240  # no command here may take longer: a hang fails the test instead
 
 
@@ -153,7 +156,7 @@ def test_a_killed_job_costs_exactly_its_run_and_cancelled_jobs_end_theirs(tmp_pa
     """SIGKILL of one job's training process, scancel of a running and of a pending job: those
     runs fail with the reason, the last one completes, the command ends with the summary."""
     out = tmp_path / "res"
-    proc = start(out, f"train.max_steps={LONG},{LONG}1,{LONG}2,20")
+    proc = start(out, MANY_EPOCHS, f"train.max_steps={LONG},{LONG}1,{LONG}2,20")
     try:
         killed = wait_for("the first run to train", lambda: running_run(out, LONG))
         os.kill(killed["pid"], signal.SIGKILL)
