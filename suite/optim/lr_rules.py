@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from omegaconf import II
 
@@ -173,7 +174,8 @@ class LRPlan:
     exponent: float | None = None  # the power rule's
     absolute_peak: float | None = None  # the power rule's `peak_lr`
 
-    @property
+    # Cached: the training loop asks for the LR at every step (the plan never changes).
+    @cached_property
     def peak(self) -> float:
         return peak_lr(
             self.rule,
@@ -184,7 +186,7 @@ class LRPlan:
             self.absolute_peak,
         )
 
-    @property
+    @cached_property
     def warmup_steps(self) -> int:
         """Gradual warmup goes up only: none where the peak is not above base_lr (at the base
         batch the rule is the small-batch recipe itself)."""
