@@ -94,8 +94,6 @@ def test_the_forkserver_imports_ddp_and_the_workload_once_for_all_workers(monkey
             "suite.engine.launch",
             "torch._dynamo",
             "workloads.mnist_1d",
-            "mnist1d.data",
-            "mnist1d.utils",
         ]
     ]
     for cls in REGISTRY.values():

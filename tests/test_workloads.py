@@ -1,4 +1,6 @@
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -105,3 +107,23 @@ def test_an_unwritable_cache_keeps_the_data_in_memory(tmp_path):
     with pytest.warns(UserWarning, match="cannot write the data cache"):
         arrays = load_or_generate(blocked / "cache", 500, 3)
     assert arrays["x"].shape == (400, 40)
+
+
+def test_the_generator_arguments_are_the_installed_mnist1d_defaults():
+    """dpsuite writes mnist1d's default arguments out (importing mnist1d costs every run's start
+    ~0.9 s); they must stay the package's, or the data and its cache key would drift."""
+    from mnist1d.data import get_dataset_args
+
+    defaults = get_dataset_args(as_dict=True)
+    defaults.pop("url")
+    assert generation_args(500, 3) == {**defaults, "num_samples": 500, "seed": 3}
+
+
+def test_checking_an_mnist1d_config_does_not_import_mnist1d():
+    probe = (
+        "import sys; from workloads.configs.mnist_1d import MNIST1DMLPConfig; "
+        "MNIST1DMLPConfig(num_samples=500).check(); print(sorted(m for m in sys.modules "
+        "if m.split('.')[0] in ('mnist1d', 'matplotlib')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

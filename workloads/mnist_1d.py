@@ -133,7 +133,6 @@ def load_or_generate(cache_dir: Path, num_samples: int, data_seed: int) -> dict[
 
 
 class MNIST1DWorkload(Workload):
-    worker_imports = ("mnist1d.data", "mnist1d.utils")  # the config's check reads its defaults
     """Shared data handling for the MNIST-1D models."""
 
     config: MNIST1DConfig
