@@ -272,18 +272,23 @@ status() {
 }
 
 stop_recorded() {
+    # All at once, in `PROCESSES` order, then wait for each (at most 10 s, then SIGKILL): each
+    # takes 1-3 s to end, 10 s one after the other. The next start wipes state and accounting,
+    # so nothing is lost if slurmctld outlives the slurmdbd it reports to.
+    local name pids=()
     for name in "${PROCESSES[@]}"; do
         alive "$name" || continue
-        local pid
-        pid=$(cat "$DIR/pids/$name")
-        kill -TERM "$pid"
-        for ((i = 0; i < 100; i++)); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
-        rm -f "$DIR/pids/$name"
+        pids+=("$(cat "$DIR/pids/$name")")
+        kill -TERM "${pids[-1]}"
     done
+    for ((i = 0; i < 100; i++)); do
+        local left=0 pid
+        for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && left=1; done
+        ((left)) || break
+        sleep 0.1
+    done
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"; done
+    for name in "${PROCESSES[@]}"; do rm -f "$DIR/pids/$name"; done
     return 0
 }
 
