@@ -148,15 +148,8 @@ class Sweep:
             record = self._new_record(run_id)
             status = record.get("status") if record else None
             if status in (*FINAL, "running") and status != self.runs[run_id]:
-                if (
-                    self.runs[run_id] == "pending"
-                    and status != "running"
-                    and record.get("started_at")
-                ):
-                    # It started and ended between two looks: it still ran somewhere.
-                    self._report(run_id, {**record, "status": "running"})
+                self._report(run_id, record, was_pending=self.runs[run_id] == "pending")
                 self.runs[run_id] = status
-                self._report(run_id, record)
                 changed = True
         if changed and save:
             self.write_manifest("running")
@@ -172,14 +165,16 @@ class Sweep:
             return None
         return record if isinstance(record, dict) else None
 
-    def _report(self, run_id: str, record: dict[str, Any]) -> None:
+    def _report(self, run_id: str, record: dict[str, Any], was_pending: bool) -> None:
+        """A job's run seen started (also when it started and ended between two looks: it
+        still ran somewhere), then a run's final status."""
         status, job = record["status"], self.jobs.get(run_id)
         reporter = progress.current()
-        if status == "running":
-            if job is not None:  # a run here shows in the progress bars already
-                reporter.note(f"{run_id}: running on {record.get('host')} (job {job.job_id})")
-            return
-        reporter.run_finished(run_id, status, final_detail(record, job.job_id if job else None))
+        started = was_pending and (status == "running" or record.get("started_at"))
+        if started and job is not None:  # a run here shows in the progress bars already
+            reporter.note(f"{run_id}: running on {record.get('host')} (job {job.job_id})")
+        if status != "running":
+            reporter.run_finished(run_id, status, final_detail(record, job.job_id if job else None))
 
     def finished(self, run_id: str) -> bool:
         return self.runs.get(run_id) not in ("pending", "running")
