@@ -183,6 +183,9 @@ def join_existing(spec: RunSpec, ranks: Ranks) -> str:
     distributed.slurm_master_env()
     decision: list[Any] = [None, None]  # [skip, the attempt's directory], decided by rank 0
     attempt, writer = None, None
+    device = distributed.device_for(spec.device, ranks.local_rank)
+    # From `running` on, whatever stops this rank before run_rank (an error, an interrupt) is
+    # recorded by the `try` below: nothing may sit between the two.
     if ranks.rank == 0:
         record = base_record(spec)
         previous = read_record(spec.run_dir)
@@ -192,7 +195,6 @@ def join_existing(spec: RunSpec, ranks: Ranks) -> str:
             writer = RunWriter(attempt.dir)
             writer.start(record)
         decision = [skip, str(attempt.dir) if attempt else None]
-    device = distributed.device_for(spec.device, ranks.local_rank)
     try:
         distributed.init_group(spec.backend, ranks, "env://", spec.cfg.ddp.timeout_s, device)
         torch.distributed.broadcast_object_list(decision, src=0)
