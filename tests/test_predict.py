@@ -125,7 +125,10 @@ def test_a_profile_gives_the_network_a_one_node_measurement_lacks(dpsuite, tmp_p
     assert pred.loc[16, "nodes"] == 2 and pred.loc[4096, "nodes"] == 512
     model = pd.read_csv(out / "models.csv").iloc[0]
     assert model["intra_latency_us"] == pytest.approx(20, rel=1e-6)  # measured, not the profile
-    assert model["inter_bandwidth_GBps"] == pytest.approx(50)  # the profile's 4 x 100 Gb/s
+    assert model["inter_line_GBps"] == pytest.approx(50)  # the profile's 4 x 100 Gb/s
+    # of which InfiniBand's packet headers leave 4096 of every 4122 bytes to data
+    assert model["inter_bandwidth_GBps"] == pytest.approx(50 * 4096 / 4122)
+    assert model["inter_transport"] == "infiniband"
 
 
 def test_planning_a_workload_counted_by_its_runs_on_a_profile(dpsuite, tmp_path, capsys):

@@ -1,11 +1,15 @@
 """The scaling model against published multi-GPU scaling: predicted from the stated hardware and
 single-GPU throughput, never fitted to the published efficiency."""
 
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
 import yaml
 
+from suite.analysis.scaling import published
 from suite.analysis.scaling.output import format_published
+from suite.analysis.scaling.profiles import load_profile
 from suite.analysis.scaling.published import PUBLISHED, predicted_efficiency, published_table
 
 SCALING_MODEL_DOC = Path(__file__).resolve().parents[1] / "docs" / "scaling-model.md"
@@ -20,8 +24,6 @@ INPUT_BOUND = (
     "README's 20.06 table); no host loader rate is published, so the input bound is not taken"
 )
 OUTSIDE = {
-    "Horovod, VGG-16, 512 GPUs": "ring-only NCCL over 25 Gbit/s: +10.2, just past; its backward "
-    "pass waits for the network, so NCCL's SM does not lengthen the step",
     "DeepLearningExamples, ResNet-50 v1.5, DGX-1 V100 16GB, AMP b256": INPUT_BOUND.format(
         "1.5 ms of all-reduce on 12 of 80 SMs: +13.1", "7.75x"
     ),
@@ -93,3 +95,36 @@ def test_the_outside_mixed_precision_rows_ran_the_cpu_loader_and_dali_rows_are_c
     for label in OUTSIDE:
         if "DeepLearningExamples" in label:
             assert entries[label]["data_backend"] == "pytorch"
+
+
+def test_every_row_across_nodes_names_its_networks_transport_and_the_headers_only_lower_it(
+    monkeypatch,
+):
+    """A NIC's stated speed is its line rate; the packet headers of the transport the source
+    names (or its library's default) take their share, which moves only rows that span nodes."""
+    entries = yaml.safe_load(PUBLISHED.read_text())
+    framed = {e["label"]: predicted_efficiency(e) for e in entries}
+    across = [e for e in entries if _nodes(e) > 1]
+    assert len(across) >= 5
+    for entry in across:
+        assert published.load_profile(entry["profile"]).topology.inter.framing is not None
+
+    def line_rate_as_payload(name):
+        profile = load_profile(name)
+        inter = profile.topology.inter
+        stated = replace(inter, bandwidth_Bps=inter.bandwidth_Bps / inter.framing.fraction)
+        return replace(
+            profile, topology=replace(profile.topology, inter=replace(stated, framing=None))
+        )
+
+    monkeypatch.setattr(published, "load_profile", line_rate_as_payload)
+    for entry in entries:
+        unframed = predicted_efficiency(entry)
+        if _nodes(entry) > 1:
+            assert framed[entry["label"]] < unframed, entry["label"]
+        else:
+            assert framed[entry["label"]] == pytest.approx(unframed, abs=1e-12), entry["label"]
+
+
+def _nodes(entry: dict) -> int:
+    return published.load_profile(entry["profile"]).topology.nodes(int(entry["workers"]))

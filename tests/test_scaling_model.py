@@ -434,7 +434,8 @@ def test_shipped_profiles_load_with_their_sources():
         p = load_profile(name)
         assert p.sources and p.topology.gpus_per_node >= 1 and p.topology.inter is not None
     h100 = load_profile("dgx-h100")
-    assert h100.peak("bf16") == 989 and h100.topology.inter.bandwidth_Bps == 400e9
+    assert h100.peak("bf16") == 989
+    assert h100.topology.inter.bandwidth_Bps == pytest.approx(400e9 * 4096 / 4122)
     with pytest.raises(UserError, match="no peak for fp64"):
         h100.peak("fp64")
     v100, a100 = load_profile("dgx1-v100"), load_profile("dgx-a100")
@@ -481,6 +482,26 @@ def test_a_planned_model_on_nccl_shares_the_sms_and_on_gloo_does_not():
             "inter_node: {bandwidth_GB_s: 1, latency_us: 1}\n",
             "sm_count must be an integer >= 1",
         ),
+        (
+            "gpus_per_node: 4\nintra_node: {bandwidth_GB_s: 1, latency_us: 1}\n"
+            "inter_node: {bandwidth_GB_s: 1, latency_us: 1, transport: udp}\n",
+            "inter_node: transport must be one of infiniband, roce-v1, roce-v2, tcp, got 'udp'",
+        ),
+        (
+            "gpus_per_node: 4\nintra_node: {bandwidth_GB_s: 1, latency_us: 1}\n"
+            "inter_node: {bandwidth_GB_s: 1, latency_us: 1, payload_bytes: 4096}\n",
+            "inter_node: payload_bytes needs a transport",
+        ),
+        (
+            "gpus_per_node: 4\nintra_node: {bandwidth_GB_s: 1, latency_us: 1, transport: tcp}\n"
+            "inter_node: {bandwidth_GB_s: 1, latency_us: 1}\n",
+            "intra_node: transport is a key of inter_node",
+        ),
+        (
+            "gpus_per_node: 4\nintra_node: {bandwidth_GB_s: 1, latency_us: 1}\n"
+            "inter_node: {bandwidth_GB_s: 1, latency_us: 1, transport: tcp, payload_bytes: 0}\n",
+            "inter_node: payload_bytes must be an integer >= 1, got 0",
+        ),
     ],
 )
 def test_a_bad_profile_file_is_one_clear_error(tmp_path, text, message):
@@ -497,8 +518,53 @@ def test_unknown_profile_lists_the_shipped_ones():
 
 def test_profile_links_are_in_bytes_per_second():
     v100 = load_profile("dgx1-v100").topology
-    assert v100.intra.bandwidth_Bps == 150e9 and v100.inter.bandwidth_Bps == 50e9
+    assert v100.intra.bandwidth_Bps == 150e9 and v100.inter.framing.transport == "infiniband"
+    assert v100.inter.bandwidth_Bps == pytest.approx(50e9 * 4096 / 4122)
     assert math.isclose(v100.inter.latency_s, 9.6e-6)
+
+
+@pytest.mark.parametrize(
+    ("transport", "payload", "wire"),
+    [
+        ("infiniband", 4096, 4096 + 8 + 12 + 4 + 2),  # LRH, BTH, ICRC, VCRC
+        ("roce-v1", 1024, 1024 + 38 + 40 + 12 + 4),  # Ethernet on the wire, GRH, BTH, ICRC
+        ("roce-v2", 1024, 1024 + 38 + 20 + 8 + 12 + 4),  # Ethernet, IPv4, UDP, BTH, ICRC
+        ("tcp", 1448, 1500 + 38),  # a full 1500-byte IP packet in its Ethernet frame
+    ],
+)
+def test_a_networks_payload_is_its_line_rate_less_each_packets_headers(
+    tmp_path, transport, payload, wire
+):
+    path = tmp_path / "net.yaml"
+    path.write_text(
+        "gpus_per_node: 8\nintra_node: {bandwidth_GB_s: 100, latency_us: 1}\n"
+        f"inter_node: {{bandwidth_GB_s: 10, latency_us: 5, transport: {transport}}}\n"
+    )
+    topology = load_profile(str(path)).topology
+    assert topology.inter.bandwidth_Bps == pytest.approx(10e9 * payload / wire)
+    assert topology.intra.bandwidth_Bps == 100e9 and topology.intra.framing is None
+
+
+def test_bigger_packets_leave_more_of_the_line_to_data_and_lift_a_network_bound_prediction(
+    tmp_path,
+):
+    from suite.analysis.scaling.plan import Workload, plan_fit
+
+    def efficiency(extra: str) -> float:
+        path = tmp_path / "net.yaml"
+        path.write_text(
+            "gpus_per_node: 4\npeak_tflops: {fp32: 10}\n"
+            "intra_node: {bandwidth_GB_s: 15, latency_us: 5, kind: pci}\n"
+            f"inter_node: {{bandwidth_GB_s: 3.125, latency_us: 10{extra}}}\n"
+        )
+        fit = plan_fit(load_profile(str(path)), Workload("vgg", 138e6, None), samples_per_s=150)
+        return fit.model.efficiency(64, 64, 1)
+
+    stated, small, jumbo = (
+        efficiency(extra)
+        for extra in ("", ", transport: roce-v2", ", transport: roce-v2, payload_bytes: 4096")
+    )
+    assert small < jumbo < stated
 
 
 def test_the_fitted_library_is_the_runs_backend_at_their_nccl_version():

@@ -14,7 +14,11 @@ from suite.analysis.scaling.topology import Link
 
 def _link(link: Link) -> str:
     bandwidth = "unbounded" if math.isinf(link.bandwidth_Bps) else f"{link.bandwidth_Bps / 1e9:.3g}"
-    return f"alpha {link.latency_s * 1e6:.1f} us, {bandwidth} GB/s"
+    text = f"alpha {link.latency_s * 1e6:.1f} us, {bandwidth} GB/s"
+    if link.framing is None:
+        return text
+    line = link.bandwidth_Bps / link.framing.fraction / 1e9
+    return f"{text} of payload ({line:.3g} GB/s line; {link.framing.describe()})"
 
 
 def describe_model(fit: Fit) -> list[str]:

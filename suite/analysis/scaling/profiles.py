@@ -4,10 +4,13 @@ Shipped profiles live in ``profiles/`` next to this module (``dpsuite predict --
 any other file is given by its path. A profile has ``gpus_per_node``, ``peak_tflops`` per
 precision, ``intra_node`` and ``inter_node`` links (``bandwidth_GB_s`` per direction: per GPU
 inside a node, per node for the network; ``latency_us`` per hop for the alpha-beta algorithms;
-``kind``: nvlink, pci or net, which picks NCCL's own latencies), ``nccl_ll128`` (NCCL enables its
-LL128 protocol there: Volta/Ampere on NVLink), an optional ``reduce_GB_s`` (the reduction's rate,
-for gloo), optional ``sm_count`` (the GPU's streaming multiprocessors) and ``nccl_channels`` (the
-channels NCCL's all-reduce uses on one node: one SM each while it runs) and ``sources``.
+``kind``: nvlink, pci or net, which picks NCCL's own latencies; for the network an optional
+``transport``, infiniband, roce-v1, roce-v2 or tcp, and ``payload_bytes`` a packet, whose
+headers take their share of the line rate: ``network_payload``), ``nccl_ll128`` (NCCL enables
+its LL128 protocol there: Volta/Ampere on NVLink), an optional ``reduce_GB_s`` (the
+reduction's rate, for gloo), optional ``sm_count`` (the GPU's streaming multiprocessors) and
+``nccl_channels`` (the channels NCCL's all-reduce uses on one node: one SM each while it runs)
+and ``sources``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from suite.analysis.scaling.network_payload import Framing, framing
 from suite.analysis.scaling.topology import Link, Topology
 from suite.errors import UserError
 
@@ -93,7 +97,24 @@ def _link(raw: dict[str, Any], where: str, kind: str) -> Link:
     kind = str(raw.get("kind", kind))
     if kind not in LINK_KINDS:
         raise ValueError(f"{where}: kind must be one of {', '.join(LINK_KINDS)}, got {kind}")
-    return Link(latency * 1e-6, bandwidth * 1e9, kind)
+    wire = _framing(raw, where)
+    payload = bandwidth * (wire.fraction if wire else 1.0)
+    return Link(latency * 1e-6, payload * 1e9, kind, wire)
+
+
+def _framing(raw: dict[str, Any], where: str) -> Framing | None:
+    """The network's transport (its headers take part of the line rate); None: the bandwidth is
+    taken as payload."""
+    if "transport" not in raw:
+        if "payload_bytes" in raw:
+            raise ValueError(f"{where}: payload_bytes needs a transport")
+        return None
+    if where != "inter_node":
+        raise ValueError(f"{where}: transport is a key of inter_node (the network) only")
+    try:
+        return framing(str(raw["transport"]), raw.get("payload_bytes"))
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
 
 
 def _count(raw: dict[str, Any], key: str) -> int | None:

@@ -82,7 +82,18 @@ def _terms(model: ScalingModel, entry: dict) -> str:
         packing = "per tensor"
     grads = f"{len(model.tensor_bytes)} tensors, {packing}" if model.tensor_bytes else "even"
     sms = f"; NCCL's SMs {_share(entry)}" if model.comm_sm_share else ""
-    return f"{model.library.describe()}: {algorithm}; {grads}{sms}; {model.kind()}"
+    return f"{model.library.describe()}: {algorithm}; {grads}{sms}{_network(model, entry)}; " + (
+        model.kind()
+    )
+
+
+def _network(model: ScalingModel, entry: dict) -> str:
+    """The network's transport and the share of its line rate that is payload, where the
+    result spans nodes."""
+    inter = model.topology.inter
+    if model.topology.nodes(int(entry["workers"])) < 2 or inter is None or inter.framing is None:
+        return ""
+    return f"; {inter.framing.transport} {100 * inter.framing.fraction:.1f} % payload"
 
 
 def _share(entry: dict) -> str:

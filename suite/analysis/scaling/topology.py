@@ -12,15 +12,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from suite.analysis.scaling.network_payload import Framing
+
 
 @dataclass(frozen=True)
 class Link:
-    """A link: latency per message hop (s), bandwidth per direction (bytes/s) and its kind
-    ("nvlink", "pci", "net"; None when fitted), which picks NCCL's latencies per hop."""
+    """A link: latency per message hop (s), bandwidth per direction (bytes/s of payload) and its
+    kind ("nvlink", "pci", "net"; None when fitted), which picks NCCL's latencies per hop;
+    ``framing``: the transport whose headers took the rest of a network's line rate (None when
+    the bandwidth was measured or stated as payload)."""
 
     latency_s: float
     bandwidth_Bps: float
     kind: str | None = None
+    framing: Framing | None = None
 
     @property
     def s_per_byte(self) -> float:
@@ -50,12 +55,15 @@ class Topology:
     def ranks_per_node(self, n: int) -> int:
         return math.ceil(n / self.nodes(n))
 
-    def describe(self) -> dict[str, float | int | None]:
+    def describe(self) -> dict[str, float | int | str | None]:
         inter = self.inter or Link(math.nan, math.nan)
+        fraction = inter.framing.fraction if inter.framing else 1.0
         return {
             "gpus_per_node": self.gpus_per_node,
             "intra_latency_us": self.intra.latency_s * 1e6,
             "intra_bandwidth_GBps": self.intra.bandwidth_Bps / 1e9,
             "inter_latency_us": inter.latency_s * 1e6,
-            "inter_bandwidth_GBps": inter.bandwidth_Bps / 1e9,
+            "inter_bandwidth_GBps": inter.bandwidth_Bps / 1e9,  # payload
+            "inter_line_GBps": inter.bandwidth_Bps / fraction / 1e9,
+            "inter_transport": inter.framing.transport if inter.framing else None,
         }
