@@ -8,11 +8,12 @@ import pytest
 import yaml
 
 from suite.analysis.scaling import published
-from suite.analysis.scaling.output import format_published
+from suite.analysis.scaling.output import README_COLUMNS, format_published
 from suite.analysis.scaling.profiles import load_profile
 from suite.analysis.scaling.published import PUBLISHED, predicted_efficiency, published_table
 
 SCALING_MODEL_DOC = Path(__file__).resolve().parents[1] / "docs" / "scaling-model.md"
+README = Path(__file__).resolve().parents[1] / "README.md"
 TOLERANCE_POINTS = 10.0  # efficiency points, for every published row
 
 
@@ -45,6 +46,16 @@ def test_predictions_are_near_the_published_efficiencies():
 def test_documented_table_is_what_the_model_computes():
     rows = format_published(published_table()).splitlines()
     assert "\n".join(rows) in SCALING_MODEL_DOC.read_text()
+
+
+def test_readmes_table_is_what_the_model_computes():
+    table = published_table()
+    assert format_published(table, README_COLUMNS) in README.read_text()
+    within = (table["difference_points"].abs() <= TOLERANCE_POINTS).sum()
+    words = {9: "nine", 10: "ten", 11: "eleven"}
+    assert f"{words.get(within, within)} of {words.get(len(table), len(table))} rows" in (
+        README.read_text()
+    )
 
 
 def test_published_efficiency_is_not_an_input_of_the_prediction():

@@ -108,21 +108,30 @@ def format_fit(fit: Fit, batch: int, workers: list[int], baseline: int = 1) -> s
     return "\n".join(lines)
 
 
-def format_published(table: pd.DataFrame) -> str:
-    """The published-vs-predicted table as Markdown (docs/scaling-model.md carries the same)."""
-    lines = [
-        "| result | hardware | GPUs | data | published | without NCCL's SMs | predicted "
-        "| points | terms |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+PUBLISHED_COLUMNS = {
+    "result": lambda r: r.label,
+    "hardware": lambda r: f"`{r.profile}`",
+    "GPUs": lambda r: (
+        f"{r.baseline_workers} → {r.workers}" if r.baseline_workers > 1 else f"{r.workers}"
+    ),
+    "data": lambda r: r.data,
+    "published": lambda r: f"{100 * r.published_efficiency:.1f} %",
+    "without NCCL's SMs": lambda r: f"{100 * r.without_sm_share:.1f} %",
+    "predicted": lambda r: f"{100 * r.predicted_efficiency:.1f} %",
+    "points": lambda r: f"{r.difference_points:+.1f}",
+    "terms": lambda r: r.terms,
+}
+README_COLUMNS = ("result", "hardware", "GPUs", "published", "predicted", "points", "terms")
+
+
+def format_published(
+    table: pd.DataFrame, columns: tuple[str, ...] = tuple(PUBLISHED_COLUMNS)
+) -> str:
+    """The published-vs-predicted table as Markdown: every column (docs/scaling-model.md
+    carries it) or some (``README_COLUMNS``: README's)."""
+    lines = [f"| {' | '.join(columns)} |", "|" + "---|" * len(columns)]
     for r in table.itertuples():
-        gpus = f"{r.baseline_workers} → {r.workers}" if r.baseline_workers > 1 else f"{r.workers}"
-        lines.append(
-            f"| {r.label} | `{r.profile}` | {gpus} | {r.data} "
-            f"| {100 * r.published_efficiency:.1f} % "
-            f"| {100 * r.without_sm_share:.1f} % "
-            f"| {100 * r.predicted_efficiency:.1f} % | {r.difference_points:+.1f} | {r.terms} |"
-        )
+        lines.append(f"| {' | '.join(PUBLISHED_COLUMNS[c](r) for c in columns)} |")
     return "\n".join(lines)
 
 
