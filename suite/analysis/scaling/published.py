@@ -82,9 +82,8 @@ def _terms(model: ScalingModel, entry: dict) -> str:
         packing = "per tensor"
     grads = f"{len(model.tensor_bytes)} tensors, {packing}" if model.tensor_bytes else "even"
     sms = f"; NCCL's SMs {_share(entry)}" if model.comm_sm_share else ""
-    return f"{model.library.describe()}: {algorithm}; {grads}{sms}{_network(model, entry)}; " + (
-        model.kind()
-    )
+    network = _network(model, entry)
+    return f"{model.library.describe()}: {algorithm}; {grads}{sms}{network}; {model.kind()}"
 
 
 def _network(model: ScalingModel, entry: dict) -> str:
