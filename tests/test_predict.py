@@ -284,12 +284,15 @@ def test_published_table(dpsuite, capsys):
     assert dpsuite("predict", "--published") == 0
     out = capsys.readouterr().out
     assert out.startswith(
-        "| result | hardware | GPUs | data | published | without NCCL's SMs | predicted "
+        "| result | hardware | GPUs | data | published | bound | without NCCL's SMs | predicted "
         "| points | terms |"
     )
     assert "| Horovod, VGG-16, 512 GPUs | `horovod-pascal-25gbe` | 512 | not stated | 68.0 %" in out
     assert "| `dgx1-v100` | 8 | dali-cpu @ 46ff3707 | 96.8 % |" in out
     assert "ring; 161 tensors, DDP buckets; NCCL's SMs 12/80; bound |" in out
+    assert (
+        "| gpu-resident @ ef98b2ce |" in out and "DDP buckets; NCCL's SMs 12/80; estimate |" in out
+    )
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from suite.analysis.scaling import published
-from suite.analysis.scaling.output import README_COLUMNS, format_published
+from suite.analysis.scaling.output import format_published, format_published_summary
 from suite.analysis.scaling.profiles import load_profile
 from suite.analysis.scaling.published import PUBLISHED, predicted_efficiency, published_table
 
@@ -31,13 +31,16 @@ OUTSIDE = {
     "DeepLearningExamples, ResNet-50 v1.5, DGX A100 80GB, AMP b256": INPUT_BOUND.format(
         "0.8 ms of all-reduce on 24 of 108 SMs: +15.6", "7.74x"
     ),
+    "DeepLearningExamples, ResNet-50 v1.5, DGX-1 V100 32GB, AMP b256": INPUT_BOUND.format(
+        "1.5 ms of all-reduce on 12 of 80 SMs: +12.7", "7.78x"
+    ),
 }
 
 
 def test_predictions_are_near_the_published_efficiencies():
     table = published_table()
-    assert len(table) >= 11 and table["publication"].str.contains("Goyal").any()
-    assert table["publication"].str.contains("DeepLearningExamples").sum() >= 6
+    assert len(table) >= 34 and table["publication"].str.contains("Goyal").any()
+    assert table["publication"].str.contains("DeepLearningExamples").sum() >= 29
     # Fixed before the predictions were computed: within 10 points of efficiency.
     outside = table[table["difference_points"].abs() > TOLERANCE_POINTS]
     assert set(outside["label"]) == set(OUTSIDE), table
@@ -50,12 +53,9 @@ def test_documented_table_is_what_the_model_computes():
 
 def test_readmes_table_is_what_the_model_computes():
     table = published_table()
-    assert format_published(table, README_COLUMNS) in README.read_text()
+    assert format_published_summary(table, TOLERANCE_POINTS) in README.read_text()
     within = (table["difference_points"].abs() <= TOLERANCE_POINTS).sum()
-    words = {9: "nine", 10: "ten", 11: "eleven"}
-    assert f"{words.get(within, within)} of {words.get(len(table), len(table))} rows" in (
-        README.read_text()
-    )
+    assert f"{within} of {len(table)} rows" in README.read_text()
 
 
 def test_published_efficiency_is_not_an_input_of_the_prediction():
@@ -78,7 +78,8 @@ def test_a_faster_network_predicts_higher_efficiency_for_vgg16():
 def test_nccls_share_of_the_sms_is_a_term_of_every_nccl_row_and_only_lowers_it():
     table = published_table().set_index("label")
     nccl = table[table["terms"].str.contains(" on nccl")]
-    assert len(nccl) >= 8 and nccl["terms"].str.contains("NCCL's SMs").all()
+    counted = nccl[nccl["profile"] != "dgx-2h"]  # the one profile whose channels are not derived
+    assert len(counted) >= 8 and counted["terms"].str.contains("NCCL's SMs").all()
     assert (nccl["predicted_efficiency"] <= nccl["without_sm_share"]).all()
     assert (nccl["predicted_efficiency"] < nccl["without_sm_share"]).any()
     gloo = table[~table.index.isin(nccl.index)]
@@ -90,7 +91,7 @@ def test_each_deeplearningexamples_row_names_its_data_loader_and_commit():
     dle = [e for e in entries if "DeepLearningExamples" in e["publication"]]
     assert len(dle) >= 6
     for entry in dle:
-        assert entry["data_backend"] in {"pytorch", "dali-cpu"}, entry["label"]
+        assert entry["data_backend"] in {"pytorch", "dali-cpu", "gpu-resident"}, entry["label"]
         assert len(str(entry["source_commit"])) >= 7, entry["label"]
 
 
@@ -101,8 +102,9 @@ def test_the_outside_mixed_precision_rows_ran_the_cpu_loader_and_dali_rows_are_c
     table = published_table().set_index("label")
     dali = [label for label, e in entries.items() if e.get("data_backend") == "dali-cpu"]
     assert {entries[label]["profile"] for label in dali} == {"dgx1-v100", "dgx-a100"}
+    assert sum("AMP" in label for label in dali) >= 3
     for label in dali:
-        assert "AMP" in label and abs(table.loc[label, "difference_points"]) <= TOLERANCE_POINTS
+        assert abs(table.loc[label, "difference_points"]) <= TOLERANCE_POINTS, label
     for label in OUTSIDE:
         if "DeepLearningExamples" in label:
             assert entries[label]["data_backend"] == "pytorch"
@@ -139,3 +141,24 @@ def test_every_row_across_nodes_names_its_networks_transport_and_the_headers_onl
 
 def _nodes(entry: dict) -> int:
     return published.load_profile(entry["profile"]).topology.nodes(int(entry["workers"]))
+
+
+def test_a_measurement_at_fewer_gpus_makes_an_estimate_and_the_bound_stays_beside_it():
+    """Transformer-XL's tables give 2 GPUs: that measured loss beyond the model's terms is
+    carried to 8 or 16, the bound (without it) is kept in the table, and only a measurement
+    at fewer GPUs than predicted is taken."""
+    entries = yaml.safe_load(PUBLISHED.read_text())
+    table = published_table().set_index("label")
+    measured = [e for e in entries if "measured_efficiency" in e]
+    assert len(measured) >= 15
+    for entry in measured:
+        row = table.loc[entry["label"]]
+        assert entry["measured_efficiency"]["workers"] < entry["workers"]
+        assert row["terms"].endswith("estimate") and row["predicted_efficiency"] < row["bound"]
+        worse = {**entry, "measured_efficiency": {"workers": 2, "efficiency": 0.5}}
+        assert predicted_efficiency(worse) < predicted_efficiency(entry)
+    unmeasured = table.drop(index=[e["label"] for e in measured])
+    assert (unmeasured["predicted_efficiency"] == unmeasured["bound"]).all()
+    at_the_point = {**measured[0], "measured_efficiency": {"workers": 8, "efficiency": 0.5}}
+    with pytest.raises(ValueError, match="at fewer GPUs"):
+        predicted_efficiency(at_the_point)

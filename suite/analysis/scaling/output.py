@@ -116,12 +116,12 @@ PUBLISHED_COLUMNS = {
     ),
     "data": lambda r: r.data,
     "published": lambda r: f"{100 * r.published_efficiency:.1f} %",
+    "bound": lambda r: f"{100 * r.bound:.1f} %",
     "without NCCL's SMs": lambda r: f"{100 * r.without_sm_share:.1f} %",
     "predicted": lambda r: f"{100 * r.predicted_efficiency:.1f} %",
     "points": lambda r: f"{r.difference_points:+.1f}",
     "terms": lambda r: r.terms,
 }
-README_COLUMNS = ("result", "hardware", "GPUs", "published", "predicted", "points", "terms")
 
 
 def format_published(
@@ -133,6 +133,38 @@ def format_published(
     for r in table.itertuples():
         lines.append(f"| {' | '.join(PUBLISHED_COLUMNS[c](r) for c in columns)} |")
     return "\n".join(lines)
+
+
+def format_published_summary(table: pd.DataFrame, tolerance: float) -> str:
+    """One line per family of published results (README's table): its hardware, rows, how many
+    are within ``tolerance`` points, the range of the differences and the model's terms."""
+    lines = [
+        f"| published | hardware | rows | within {tolerance:g} points | predicted − published "
+        "| terms |",
+        "|---|---|---|---|---|---|",
+    ]
+    for family, rows in table.groupby("family", sort=False):
+        within = int((rows["difference_points"].abs() <= tolerance).sum())
+        hardware = ", ".join(f"`{p}`" for p in dict.fromkeys(rows["profile"]))
+        low, high = rows["difference_points"].min(), rows["difference_points"].max()
+        lines.append(
+            f"| {family} | {hardware} | {len(rows)} | {within} | {low:+.1f} to {high:+.1f} "
+            f"| {_family_terms(rows['terms'])} |"
+        )
+    return "\n".join(lines)
+
+
+def _family_terms(terms: pd.Series) -> str:
+    """Rows' terms ("library: algorithm; N tensors, packing; ...; bound") merged part by part."""
+    parts = [t.split("; ") for t in terms]
+    library = dict.fromkeys(p[0].split(": ")[0] for p in parts)
+    algorithms = dict.fromkeys(p[0].split(": ")[1] for p in parts)
+    packing = dict.fromkeys(p[1].split(", ")[-1] for p in parts)
+    rest = dict.fromkeys(x for p in parts for x in p[2:-1])
+    kinds = dict.fromkeys(p[-1] for p in parts)
+    merged = [f"{', '.join(library)}: {', '.join(algorithms)}", ", ".join(packing), *rest]
+    merged.append(" or ".join(kinds))
+    return "; ".join(merged)
 
 
 def write_fits(

@@ -8,6 +8,7 @@ model predicts the efficiency from the first, and the second is only put beside 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,13 +17,14 @@ import yaml
 
 from suite.analysis.scaling.allreduce_cost import Library
 from suite.analysis.scaling.compute import from_throughput
-from suite.analysis.scaling.model import GRAD_DTYPE_BYTES, MIB, ScalingModel
+from suite.analysis.scaling.model import GRAD_DTYPE_BYTES, MIB, Overheads, ScalingModel
 from suite.analysis.scaling.profiles import Profile, load_profile
 
 PUBLISHED = Path(__file__).with_name("published.yaml")
 TENSORS = Path(__file__).with_name("published_tensors.yaml")
 
 
+@functools.cache
 def _tensors(name: str | None) -> tuple[tuple[int, ...], tuple[float, ...]]:
     """(elements, backward MFLOPs) of each gradient tensor of a published model."""
     if name is None:
@@ -44,6 +46,7 @@ def published_model(entry: dict) -> ScalingModel:
         only=tuple(entry.get("algorithms") or ()),
         nccl_ll128=profile.nccl_ll128,
     )
+    overheads = _measured_overheads(entry)
     return ScalingModel(
         topology=profile.topology,
         compute=from_throughput(float(entry["single_gpu_samples_per_s"])),
@@ -52,10 +55,24 @@ def published_model(entry: dict) -> ScalingModel:
         library=library,
         tensor_bytes=tuple(float(n * per_param) for n in tensors),
         tensor_work=work,
-        measured=("compute",),  # the publication's single-GPU throughput
+        measured=("compute", "node efficiency") if overheads.node_efficiency else ("compute",),
         grad_element_bytes=per_param,
         comm_sm_share=_sm_share(entry, profile) if library.backend == "nccl" else 0.0,
+        overheads=overheads,
     )
+
+
+def _measured_overheads(entry: dict) -> Overheads:
+    """The publication's own efficiency at fewer GPUs of one node, where it gives one: what it
+    loses beyond the model's terms is carried to the predicted count (never the predicted
+    point itself)."""
+    measured = entry.get("measured_efficiency")
+    if measured is None:
+        return Overheads()
+    workers = int(measured["workers"])
+    if not 1 < workers < int(entry["workers"]):
+        raise ValueError(f"{entry['label']}: measured_efficiency must be at fewer GPUs")
+    return Overheads(node_efficiency=float(measured["efficiency"]), node_workers=workers)
 
 
 def _sm_share(entry: dict, profile: Profile) -> float:
@@ -64,12 +81,15 @@ def _sm_share(entry: dict, profile: Profile) -> float:
     return profile.comm_sm_share(int(channels) if channels is not None else None)
 
 
-def predicted_efficiency(entry: dict, sm_share: bool = True) -> float:
+def predicted_efficiency(entry: dict, sm_share: bool = True, measured: bool = True) -> float:
     """Throughput per GPU at ``workers`` over that at ``baseline_workers``, predicted
-    (``sm_share=False``: without NCCL's share of the SMs)."""
+    (``sm_share=False``: without NCCL's share of the SMs; ``measured=False``: without the
+    publication's measurement at fewer GPUs, the bound)."""
     model = published_model(entry)
     if not sm_share:
         model = replace(model, comm_sm_share=0.0)
+    if not measured:
+        model = replace(model, overheads=Overheads(), measured=("compute",))
     return model.efficiency(
         int(entry["workers"]), int(entry["batch"]), int(entry["baseline_workers"])
     )
@@ -121,11 +141,13 @@ def published_table(path: Path = PUBLISHED) -> pd.DataFrame:
         rows.append(
             {
                 "label": entry["label"],
+                "family": entry["family"],
                 "publication": entry["publication"],
                 "profile": entry["profile"],
                 "workers": int(entry["workers"]),
                 "baseline_workers": int(entry["baseline_workers"]),
                 "published_efficiency": float(entry["published_efficiency"]),
+                "bound": predicted_efficiency(entry, measured=False),
                 "without_sm_share": predicted_efficiency(entry, sm_share=False),
                 "predicted_efficiency": predicted,
                 "difference_points": 100 * (predicted - float(entry["published_efficiency"])),
