@@ -1,5 +1,6 @@
-"""The scaling model against published multi-GPU scaling: predicted from the stated hardware and
-single-GPU throughput, never fitted to the published efficiency."""
+"""The scaling model against published multi-GPU scaling: predicted from the stated hardware,
+single-GPU throughput and, where the publication gives one, its efficiency at fewer GPUs; never
+fitted to the published efficiency it is compared with."""
 
 from dataclasses import replace
 from pathlib import Path

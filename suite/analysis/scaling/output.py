@@ -124,14 +124,11 @@ PUBLISHED_COLUMNS = {
 }
 
 
-def format_published(
-    table: pd.DataFrame, columns: tuple[str, ...] = tuple(PUBLISHED_COLUMNS)
-) -> str:
-    """The published-vs-predicted table as Markdown: every column (docs/scaling-model.md
-    carries it) or some (``README_COLUMNS``: README's)."""
-    lines = [f"| {' | '.join(columns)} |", "|" + "---|" * len(columns)]
+def format_published(table: pd.DataFrame) -> str:
+    """The published-vs-predicted table as Markdown (docs/scaling-model.md carries the same)."""
+    lines = [f"| {' | '.join(PUBLISHED_COLUMNS)} |", "|" + "---|" * len(PUBLISHED_COLUMNS)]
     for r in table.itertuples():
-        lines.append(f"| {' | '.join(PUBLISHED_COLUMNS[c](r) for c in columns)} |")
+        lines.append(f"| {' | '.join(cell(r) for cell in PUBLISHED_COLUMNS.values())} |")
     return "\n".join(lines)
 
 
