@@ -126,10 +126,8 @@ def test_every_row_across_nodes_names_its_networks_transport_and_the_headers_onl
     def line_rate_as_payload(name):
         profile = load_profile(name)
         inter = profile.topology.inter
-        stated = replace(inter, bandwidth_Bps=inter.bandwidth_Bps / inter.framing.fraction)
-        return replace(
-            profile, topology=replace(profile.topology, inter=replace(stated, framing=None))
-        )
+        stated = replace(inter, bandwidth_Bps=inter.line_Bps, framing=None)
+        return replace(profile, topology=replace(profile.topology, inter=stated))
 
     monkeypatch.setattr(published, "load_profile", line_rate_as_payload)
     for entry in entries:

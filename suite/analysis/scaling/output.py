@@ -17,8 +17,7 @@ def _link(link: Link) -> str:
     text = f"alpha {link.latency_s * 1e6:.1f} us, {bandwidth} GB/s"
     if link.framing is None:
         return text
-    line = link.bandwidth_Bps / link.framing.fraction / 1e9
-    return f"{text} of payload ({line:.3g} GB/s line; {link.framing.describe()})"
+    return f"{text} of payload ({link.line_Bps / 1e9:.3g} GB/s line; {link.framing.describe()})"
 
 
 def describe_model(fit: Fit) -> list[str]:

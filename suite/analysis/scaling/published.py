@@ -85,11 +85,19 @@ def predicted_efficiency(entry: dict, sm_share: bool = True, measured: bool = Tr
     """Throughput per GPU at ``workers`` over that at ``baseline_workers``, predicted
     (``sm_share=False``: without NCCL's share of the SMs; ``measured=False``: without the
     publication's measurement at fewer GPUs, the bound)."""
-    model = published_model(entry)
+    return _efficiency(_variant(published_model(entry), sm_share, measured), entry)
+
+
+def _variant(model: ScalingModel, sm_share: bool = True, measured: bool = True) -> ScalingModel:
+    """The model with NCCL's share of the SMs or the measured overhead taken out."""
     if not sm_share:
         model = replace(model, comm_sm_share=0.0)
     if not measured:
         model = replace(model, overheads=Overheads(), measured=("compute",))
+    return model
+
+
+def _efficiency(model: ScalingModel, entry: dict) -> float:
     return model.efficiency(
         int(entry["workers"]), int(entry["batch"]), int(entry["baseline_workers"])
     )
@@ -136,8 +144,8 @@ def published_table(path: Path = PUBLISHED) -> pd.DataFrame:
     the data loader it ran with where the source states it."""
     rows = []
     for entry in yaml.safe_load(path.read_text()):
-        model = published_model(entry)
-        predicted = predicted_efficiency(entry)
+        model = published_model(entry)  # built once: its variants below are copies
+        predicted = _efficiency(model, entry)
         rows.append(
             {
                 "label": entry["label"],
@@ -147,8 +155,8 @@ def published_table(path: Path = PUBLISHED) -> pd.DataFrame:
                 "workers": int(entry["workers"]),
                 "baseline_workers": int(entry["baseline_workers"]),
                 "published_efficiency": float(entry["published_efficiency"]),
-                "bound": predicted_efficiency(entry, measured=False),
-                "without_sm_share": predicted_efficiency(entry, sm_share=False),
+                "bound": _efficiency(_variant(model, measured=False), entry),
+                "without_sm_share": _efficiency(_variant(model, sm_share=False), entry),
                 "predicted_efficiency": predicted,
                 "difference_points": 100 * (predicted - float(entry["published_efficiency"])),
                 "terms": _terms(model, entry),

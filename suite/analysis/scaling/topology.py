@@ -28,6 +28,11 @@ class Link:
     framing: Framing | None = None
 
     @property
+    def line_Bps(self) -> float:
+        """The rate the link is stated at: its payload and the headers ``framing`` adds."""
+        return self.bandwidth_Bps / self.framing.fraction if self.framing else self.bandwidth_Bps
+
+    @property
     def s_per_byte(self) -> float:
         return 1.0 / self.bandwidth_Bps if self.bandwidth_Bps > 0 else math.inf
 
@@ -57,13 +62,12 @@ class Topology:
 
     def describe(self) -> dict[str, float | int | str | None]:
         inter = self.inter or Link(math.nan, math.nan)
-        fraction = inter.framing.fraction if inter.framing else 1.0
         return {
             "gpus_per_node": self.gpus_per_node,
             "intra_latency_us": self.intra.latency_s * 1e6,
             "intra_bandwidth_GBps": self.intra.bandwidth_Bps / 1e9,
             "inter_latency_us": inter.latency_s * 1e6,
             "inter_bandwidth_GBps": inter.bandwidth_Bps / 1e9,  # payload
-            "inter_line_GBps": inter.bandwidth_Bps / fraction / 1e9,
+            "inter_line_GBps": inter.line_Bps / 1e9,
             "inter_transport": inter.framing.transport if inter.framing else None,
         }
