@@ -145,22 +145,20 @@ def format_published_summary(table: pd.DataFrame, tolerance: float) -> str:
         low, high = rows["difference_points"].min(), rows["difference_points"].max()
         lines.append(
             f"| {family} | {hardware} | {len(rows)} | {within} | {low:+.1f} to {high:+.1f} "
-            f"| {_family_terms(rows['terms'])} |"
+            f"| {_family_terms(rows)} |"
         )
     return "\n".join(lines)
 
 
-def _family_terms(terms: pd.Series) -> str:
-    """Rows' terms ("library: algorithm; N tensors, packing; ...; bound") merged part by part."""
-    parts = [t.split("; ") for t in terms]
-    library = dict.fromkeys(p[0].split(": ")[0] for p in parts)
-    algorithms = dict.fromkeys(p[0].split(": ")[1] for p in parts)
-    packing = dict.fromkeys(p[1].split(", ")[-1] for p in parts)
-    rest = dict.fromkeys(x for p in parts for x in p[2:-1])
-    kinds = dict.fromkeys(p[-1] for p in parts)
-    merged = [f"{', '.join(library)}: {', '.join(algorithms)}", ", ".join(packing), *rest]
-    merged.append(" or ".join(kinds))
-    return "; ".join(merged)
+def _family_terms(rows: pd.DataFrame) -> str:
+    """The rows' terms merged part by part: library, algorithms, packing, the rest, kinds."""
+
+    def each(column: str) -> list[str]:
+        return list(dict.fromkeys(rows[column]))
+
+    extras = dict.fromkeys(x for terms in rows["extra_terms"] for x in terms)
+    line = f"{', '.join(each('library'))}: {', '.join(each('algorithm'))}"
+    return "; ".join([line, ", ".join(each("packing")), *extras, " or ".join(each("kind"))])
 
 
 def write_fits(

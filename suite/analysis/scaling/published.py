@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import yaml
@@ -103,24 +104,34 @@ def _efficiency(model: ScalingModel, entry: dict) -> float:
     )
 
 
-def _terms(model: ScalingModel, entry: dict) -> str:
+def _terms(model: ScalingModel, entry: dict) -> dict[str, Any]:
+    """The model's terms of one row, part by part (``terms``: all of them as one line)."""
     algorithm = model.step(int(entry["workers"]), int(entry["batch"])).algorithm
     packing = "DDP buckets" if model.library.library == "torch-ddp" else "fused"
     if model.tensor_bytes and model.bucket_bytes == 0:
         packing = "per tensor"
     grads = f"{len(model.tensor_bytes)} tensors, {packing}" if model.tensor_bytes else "even"
-    sms = f"; NCCL's SMs {_share(entry)}" if model.comm_sm_share else ""
-    network = _network(model, entry)
-    return f"{model.library.describe()}: {algorithm}; {grads}{sms}{network}; {model.kind()}"
+    extras = ((f"NCCL's SMs {_share(entry)}",) if model.comm_sm_share else ()) + _network(
+        model, entry
+    )
+    parts = [f"{model.library.describe()}: {algorithm}", grads, *extras, model.kind()]
+    return {
+        "terms": "; ".join(parts),
+        "library": model.library.describe(),
+        "algorithm": algorithm,
+        "packing": packing if model.tensor_bytes else "even",
+        "extra_terms": extras,
+        "kind": model.kind(),
+    }
 
 
-def _network(model: ScalingModel, entry: dict) -> str:
+def _network(model: ScalingModel, entry: dict) -> tuple[str, ...]:
     """The network's transport and the share of its line rate that is payload, where the
     result spans nodes."""
     inter = model.topology.inter
     if model.topology.nodes(int(entry["workers"])) < 2 or inter is None or inter.framing is None:
-        return ""
-    return f"; {inter.framing.transport} {100 * inter.framing.fraction:.1f} % payload"
+        return ()
+    return (f"{inter.framing.transport} {100 * inter.framing.fraction:.1f} % payload",)
 
 
 def _share(entry: dict) -> str:
@@ -159,7 +170,7 @@ def published_table(path: Path = PUBLISHED) -> pd.DataFrame:
                 "without_sm_share": _efficiency(_variant(model, sm_share=False), entry),
                 "predicted_efficiency": predicted,
                 "difference_points": 100 * (predicted - float(entry["published_efficiency"])),
-                "terms": _terms(model, entry),
+                **_terms(model, entry),
                 "data": _data(entry),
             }
         )
