@@ -47,11 +47,8 @@ class Framing:
 
 
 def framing(transport: str, payload_bytes: int | None = None) -> Framing:
-    """A transport's framing, its default payload unless given; a bad one is a ValueError."""
+    """A transport's framing, its default payload unless given; an unknown transport is a
+    ValueError."""
     if transport not in HEADER_BYTES:
         raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
-    if payload_bytes is None:
-        return Framing(transport, DEFAULT_PAYLOAD_BYTES[transport])
-    if isinstance(payload_bytes, bool) or not isinstance(payload_bytes, int) or payload_bytes < 1:
-        raise ValueError(f"payload_bytes must be an integer >= 1, got {payload_bytes!r}")
-    return Framing(transport, payload_bytes)
+    return Framing(transport, payload_bytes or DEFAULT_PAYLOAD_BYTES[transport])

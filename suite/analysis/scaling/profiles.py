@@ -112,7 +112,7 @@ def _framing(raw: dict[str, Any], where: str) -> Framing | None:
     if where != "inter_node":
         raise ValueError(f"{where}: transport is a key of inter_node (the network) only")
     try:
-        return framing(str(raw["transport"]), raw.get("payload_bytes"))
+        return framing(str(raw["transport"]), _count(raw, "payload_bytes"))
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
 
