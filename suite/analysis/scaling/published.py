@@ -76,10 +76,15 @@ def _measured_overheads(entry: dict) -> Overheads:
     return Overheads(node_efficiency=float(measured["efficiency"]), node_workers=workers)
 
 
-def _sm_share(entry: dict, profile: Profile) -> float:
-    """NCCL's channels (the entry's, for the NCCL of its time, else the profile's) / the SMs."""
+def _channels(entry: dict, profile: Profile) -> int | None:
+    """NCCL's channels: the entry's (for the NCCL of its time), else the profile's."""
     channels = entry.get("nccl_channels")
-    return profile.comm_sm_share(int(channels) if channels is not None else None)
+    return int(channels) if channels is not None else profile.nccl_channels
+
+
+def _sm_share(entry: dict, profile: Profile) -> float:
+    """NCCL's channels / the GPU's SMs."""
+    return profile.comm_sm_share(_channels(entry, profile))
 
 
 def predicted_efficiency(entry: dict, sm_share: bool = True, measured: bool = True) -> float:
@@ -137,8 +142,7 @@ def _network(model: ScalingModel, entry: dict) -> tuple[str, ...]:
 def _share(entry: dict) -> str:
     """NCCL's channels / the GPU's SMs of an entry, as a fraction."""
     profile = load_profile(entry["profile"])
-    channels = entry.get("nccl_channels", profile.nccl_channels)
-    return f"{channels}/{profile.sm_count}"
+    return f"{_channels(entry, profile)}/{profile.sm_count}"
 
 
 def _data(entry: dict) -> str:
