@@ -13,6 +13,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -144,8 +145,12 @@ def lint(session: nox.Session) -> None:
     session.install("ruff==0.17.6", "import-linter==2.17")  # pinned: formatting differs
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
-    # Contracts in pyproject.toml; the packages are read from this tree, not installed.
-    session.run("lint-imports", env={"PYTHONPATH": os.getcwd()})
+    # Contracts in pyproject.toml. import-linter reads a package from one folder, so the tree is
+    # laid out as it installs (suite/ as dpsuite/, workloads/ inside it) in a scratch folder.
+    with tempfile.TemporaryDirectory() as staged:
+        shutil.copytree("suite", f"{staged}/dpsuite", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree("workloads", f"{staged}/dpsuite/workloads")
+        session.run("lint-imports", env={"PYTHONPATH": staged})
 
 
 @nox.session

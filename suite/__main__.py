@@ -1,6 +1,6 @@
 import sys
 
-from suite.cli.main import main
+from dpsuite.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -64,7 +64,7 @@ def data_cache(tmp_path_factory) -> Path:
 @pytest.fixture
 def dpsuite(tmp_path):
     """Run `dpsuite ...` in this process (same code path as the console script)."""
-    from suite.cli.main import main
+    from dpsuite.cli.main import main
 
     def run(*args: str) -> int:
         return main([*args])
@@ -73,10 +73,10 @@ def dpsuite(tmp_path):
 
 
 def run_subprocess(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run `python -m suite ...` as a user would, in a fresh interpreter."""
+    """Run `python -m dpsuite ...` as a user would, in a fresh interpreter."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "suite", *args],
+        [sys.executable, "-m", "dpsuite", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

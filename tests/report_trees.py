@@ -10,7 +10,7 @@ import math
 import os
 from pathlib import Path
 
-from suite import results
+from dpsuite import results
 
 TARGET = 0.85
 EPOCHS = 3

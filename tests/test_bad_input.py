@@ -2,9 +2,9 @@
 
 import pytest
 
-from suite.conf import run_spec
-from suite.conf.compose import compose_config
-from suite.errors import UserError
+from dpsuite.conf import run_spec
+from dpsuite.conf.compose import compose_config
+from dpsuite.errors import UserError
 from tests.conftest import run_subprocess
 
 CASES = [

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from suite.cli import completion
-from suite.cli.main import COMMANDS
+from dpsuite.cli import completion
+from dpsuite.cli.main import COMMANDS
 from tests.conftest import REPO
 
 
@@ -50,7 +50,7 @@ def test_unknown_option_is_one_line(dpsuite, capsys):
         ("dpsuite run --dr", {"--dry-run"}),
         ("dpsuite export ", {"parquet", "tensorboard", "wandb"}),
         ("dpsuite compare --fa", {"--fail-below"}),
-        ("python -m suite rep", {"report"}),
+        ("python -m dpsuite rep", {"report"}),
     ],
 )
 def test_completion_candidates(line, expected):
@@ -74,7 +74,7 @@ def dpsuite_on_path(tmp_path) -> dict[str, str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = bin_dir / "dpsuite"
-    script.write_text(f'#!/bin/sh\nexec {sys.executable} -m suite "$@"\n')
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} -m dpsuite "$@"\n')
     script.chmod(0o755)
     return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
 
@@ -114,13 +114,13 @@ HEAVY = [
     "matplotlib",
     "scipy",
     "mnist1d",
-    "workloads.base",
-    "workloads.registry",
-    "suite.engine.launch",
-    "suite.runtime.distributed",
-    "suite.sync.registry",
-    "suite.sweep.runner",
-    "suite.results.load",
+    "dpsuite.workloads.base",
+    "dpsuite.workloads.registry",
+    "dpsuite.engine.launch",
+    "dpsuite.runtime.distributed",
+    "dpsuite.sync.registry",
+    "dpsuite.sweep.runner",
+    "dpsuite.results.load",
 ]
 
 
@@ -142,7 +142,7 @@ def test_help_and_completion_load_no_torch_or_run_code(args, comp_line, shown):
     process: what a run, its workloads and the reports need stays unloaded."""
     check = (
         "import contextlib, io, sys\n"
-        "from suite.cli.main import main\n"
+        "from dpsuite.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
         f"    assert main({args!r}) == 0\n"
         f"assert {shown!r} in out.getvalue(), out.getvalue()\n"
@@ -166,7 +166,7 @@ def test_help_and_completion_load_no_torch_or_run_code(args, comp_line, shown):
 def test_workload_configs_match_the_workloads():
     """The torch-free config list names the same workloads, in the same order, with the
     configs their classes carry."""
-    import workloads
+    from dpsuite import workloads
 
     assert {n: w.Config for n, w in workloads.REGISTRY.items()} == workloads.CONFIGS
     assert list(workloads.REGISTRY) == list(workloads.CONFIGS)
@@ -174,6 +174,6 @@ def test_workload_configs_match_the_workloads():
 
 def test_sync_configs_match_the_strategies():
     """The torch-free config list names the same strategies, with the same configs."""
-    from suite import sync
+    from dpsuite import sync
 
     assert {n: s.Config for n, s in sync.STRATEGIES.items()} == sync.CONFIGS

@@ -28,7 +28,7 @@ def max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
 @pytest.fixture(scope="module")
 def local_two_workers(tmp_path_factory):
     """The reference: `workers=2` started locally by dpsuite itself."""
-    from suite.cli.main import main
+    from dpsuite.cli.main import main
 
     out = tmp_path_factory.mktemp("local")
     assert main(["run", *RUN, "workers=2", f"results_dir={out}"]) == 0
@@ -55,7 +55,7 @@ def test_two_torchrun_nodes_on_localhost_form_one_two_worker_run(tmp_path, local
         f"--rdzv-endpoint=127.0.0.1:{port}",
         "--rdzv-id=dpsuite-test",
         "-m",
-        "suite",
+        "dpsuite",
         "run",
         *RUN,
         f"results_dir={tmp_path}",
@@ -76,7 +76,7 @@ def test_two_torchrun_nodes_on_localhost_form_one_two_worker_run(tmp_path, local
 
 @pytest.mark.multiproc
 def test_submitit_local_launcher_runs_a_two_task_job(tmp_path, local_two_workers):
-    from suite.cli.main import main
+    from dpsuite.cli.main import main
 
     code = main(
         [

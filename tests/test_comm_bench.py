@@ -5,10 +5,10 @@ import json
 import pytest
 import torch
 
-from suite import results
-from suite.errors import UserError
-from suite.measure import collectives, comm_bench
-from suite.measure.collectives import COLLECTIVES
+from dpsuite import results
+from dpsuite.errors import UserError
+from dpsuite.measure import collectives, comm_bench
+from dpsuite.measure.collectives import COLLECTIVES
 
 
 @pytest.mark.parametrize("n,factor", [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75)])
@@ -191,7 +191,7 @@ def test_unwritable_results_dir(dpsuite, tmp_path, capsys):
 
 
 def test_memory_check_counts_each_collectives_buffers_and_the_hosts_ranks(tmp_path, monkeypatch):
-    from suite.runtime import host_memory
+    from dpsuite.runtime import host_memory
 
     # Room for 2 ranks of 256 MiB + 40 MiB each, and each rank's process as measured here.
     process = host_memory.rank_footprint()

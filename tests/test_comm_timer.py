@@ -5,12 +5,12 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite.measure.calibration import time_without_sync
-from suite.measure.comm_timer import CommTimer, union_length
-from suite.measure.step_timer import StepTimer
-from suite.optim.precision import Precision
-from suite.runtime import distributed
-from suite.runtime.ranks import Ranks
+from dpsuite.measure.calibration import time_without_sync
+from dpsuite.measure.comm_timer import CommTimer, union_length
+from dpsuite.measure.step_timer import StepTimer
+from dpsuite.optim.precision import Precision
+from dpsuite.runtime import distributed
+from dpsuite.runtime.ranks import Ranks
 
 
 def test_union_length_counts_overlap_once():

@@ -9,8 +9,8 @@ import math
 import pandas as pd
 import pytest
 
-from suite.analysis.report import critical_batch as cb
-from suite.analysis.report.sections.critical_batch import knee_text
+from dpsuite.analysis.report import critical_batch as cb
+from dpsuite.analysis.report.sections.critical_batch import knee_text
 
 NAN = math.nan
 INF = math.inf

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from suite import results
-from suite.errors import ResultsWriteError
+from dpsuite import results
+from dpsuite.errors import ResultsWriteError
 from tests.conftest import SMALL, run_subprocess
 
 SWEEP = [*SMALL, "mode=simulated", "train.max_steps=3", "timing.calibration_steps=0"]

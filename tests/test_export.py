@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from suite import results
+from dpsuite import results
 from tests.conftest import REPO
 
 REFERENCE = REPO / "results" / "reference"
@@ -149,7 +149,7 @@ def test_wandb_config_keeps_the_nested_config(dpsuite, tree, tmp_path, monkeypat
     """Every key of the composed config, nested groups included, read back from the offline
     run as a dotted key with its value; W&B filters on these."""
     pytest.importorskip("wandb", reason="the [wandb] extra is not installed")
-    from suite.results.export.tree import flatten
+    from dpsuite.results.export.tree import flatten
 
     monkeypatch.setenv("WANDB_CACHE_DIR", str(tmp_path / "wandb-cache"))
     out = tmp_path / "wb"

@@ -19,7 +19,7 @@ LONG_RUN = [*SMALL, "workers=2", "train.epochs=100000", "train.evals_per_epoch=1
 
 def start(tmp_path: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "suite", "run", *LONG_RUN, f"results_dir={tmp_path}", *extra],
+        [sys.executable, "-m", "dpsuite", "run", *LONG_RUN, f"results_dir={tmp_path}", *extra],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

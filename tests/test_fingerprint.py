@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from suite.measure import fingerprint as fp
-from suite.measure import gpu_topology
+from dpsuite.measure import fingerprint as fp
+from dpsuite.measure import gpu_topology
 from tests.conftest import REPO
 
 
@@ -45,7 +45,7 @@ def test_the_environment_recorded_is_the_one_the_command_started_with():
     # must not record the previous run's value as if the user had set it.
     code = (
         "import json, os\n"
-        "from suite.measure.fingerprint import fingerprint\n"
+        "from dpsuite.measure.fingerprint import fingerprint\n"
         "os.environ['OMP_NUM_THREADS'] = '7'\n"
         "print(json.dumps(fingerprint(None, 'gloo', 1, 1, 1)))\n"
     )

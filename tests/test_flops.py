@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from suite.measure.flops import training_flops_per_sample, utilization
+from dpsuite.measure.flops import training_flops_per_sample, utilization
 
 
 def test_flops_of_a_linear_layer_match_a_hand_count():

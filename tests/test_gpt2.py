@@ -5,10 +5,10 @@ import pandas as pd
 import pytest
 import torch
 
-import workloads
+from dpsuite import workloads
+from dpsuite.workloads.base import parameter_count
+from dpsuite.workloads.gpt2 import SIZES
 from tests.conftest import only_run, read_run, run_subprocess
-from workloads.base import parameter_count
-from workloads.gpt2 import SIZES
 
 TINY = ["layers=2", "width=32", "heads=2", "context=16", "vocab_size=128", "num_samples=200"]
 TINY_ARGS = [f"workload.{kv}" for kv in TINY]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from suite.measure import comm_bench
+from dpsuite.measure import comm_bench
 from tests.conftest import REPO, SMALL, run_subprocess
 from tests.test_results_lock import HOLDER
 
@@ -201,7 +201,7 @@ def bare_python() -> str:
 )
 def test_the_default_install_prints_no_plugin_warning(tmp_path, args, needle):
     done = subprocess.run(
-        [bare_python(), "-m", "suite", *args, f"results_dir={tmp_path}"],
+        [bare_python(), "-m", "dpsuite", *args, f"results_dir={tmp_path}"],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -214,10 +214,10 @@ def test_the_default_install_prints_no_plugin_warning(tmp_path, args, needle):
 
 
 def test_the_slurm_launcher_is_still_there_with_the_extra():
-    from hydra_plugins.dpsuite import SlurmLauncher  # noqa: F401  (importable with the extra)
+    from hydra_plugins.dpsuite_slurm_launcher import SlurmLauncher  # noqa: F401  (importable with the extra)
 
     done = run_subprocess(
         "run", "-m", "hydra/launcher=slurm", "--cfg", "hydra", "-p", "hydra.launcher"
     )
     assert done.returncode == 0, done.stderr
-    assert "_target_: hydra_plugins.dpsuite.SlurmLauncher" in done.stdout
+    assert "_target_: hydra_plugins.dpsuite_slurm_launcher.SlurmLauncher" in done.stdout

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from suite import results
-from suite.cli.main import main
-from suite.results import owned
+from dpsuite import results
+from dpsuite.cli.main import main
+from dpsuite.results import owned
 from tests.conftest import REPO, SMALL, run_subprocess
 
 TINY = [*SMALL, "train.max_steps=4", "timing.warmup_steps=1", "timing.calibration_steps=0"]
@@ -149,7 +149,7 @@ def test_a_fifo_named_run_json_is_skipped_not_waited_for(tree, tmp_path):
 
 UNREADABLE = """
 import os, sys, warnings
-from suite import results  # imported as root: the interpreter's files may be root's only
+from dpsuite import results  # imported as root: the interpreter's files may be root's only
 results.load(sys.argv[2])
 os.setgid(65534); os.setuid(65534)  # nobody: no root override of mode 000
 with warnings.catch_warnings(record=True) as caught:

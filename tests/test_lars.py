@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from suite.optim.lars import LARS, lars_param_groups, trust_ratio
+from dpsuite.optim.lars import LARS, lars_param_groups, trust_ratio
 
 
 def test_trust_ratio_formula():

@@ -1,4 +1,4 @@
-"""suite.engine.launch: when a complete result stands, and how an attempt replaces a result."""
+"""dpsuite.engine.launch: when a complete result stands, and how an attempt replaces a result."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from suite.conf.compose import compose_config
-from suite.conf.run_spec import resolve
-from suite.engine.launch import Attempt, base_record, config_difference, reuse_blocker
-from suite.results.store import read_json
+from dpsuite.conf.compose import compose_config
+from dpsuite.conf.run_spec import resolve
+from dpsuite.engine.launch import Attempt, base_record, config_difference, reuse_blocker
+from dpsuite.results.store import read_json
 from tests.conftest import SMALL
 
 
@@ -81,9 +81,9 @@ def test_the_forkserver_imports_ddp_and_the_workload_once_for_all_workers(monkey
     import importlib.util
     import multiprocessing
 
-    from suite.engine.launch import _spawned, worker_imports
-    from suite.runtime import distributed
-    from workloads.registry import REGISTRY
+    from dpsuite.engine.launch import _spawned, worker_imports
+    from dpsuite.runtime import distributed
+    from dpsuite.workloads.registry import REGISTRY
 
     preloads: list[list[str]] = []
     monkeypatch.setattr(multiprocessing, "set_forkserver_preload", preloads.append)
@@ -91,9 +91,9 @@ def test_the_forkserver_imports_ddp_and_the_workload_once_for_all_workers(monkey
     assert preloads == [
         [
             "torch",
-            "suite.engine.launch",
+            "dpsuite.engine.launch",
             "torch._dynamo",
-            "workloads.mnist_1d",
+            "dpsuite.workloads.mnist_1d",
         ]
     ]
     for cls in REGISTRY.values():
@@ -108,8 +108,8 @@ def test_an_interrupt_before_the_ranks_take_over_still_marks_the_run(monkeypatch
     """scancel's SIGTERM can land after `running` is written but before a rank has its own
     handler (a SLURM job was cancelled while it imported the training loop): run.json must
     still say `interrupted`, not stay `running` for the sweep to call the job's fate."""
-    from suite.engine import launch as launch_module
-    from suite.errors import Terminated
+    from dpsuite.engine import launch as launch_module
+    from dpsuite.errors import Terminated
 
     def interrupted(*args, **kwargs):
         assert read_json(spec.run_dir / "run.json")["status"] == "running"

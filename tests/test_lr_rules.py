@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from suite.optim.lr_rules import RULES, LRPlan, exponent_of, peak_lr, schedule_factor
+from dpsuite.optim.lr_rules import RULES, LRPlan, exponent_of, peak_lr, schedule_factor
 
 
 def plan(rule: str, batch: int, **kw) -> LRPlan:

@@ -63,7 +63,7 @@ def two_nodes():
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory) -> Path:
     """The reference: the same run with `workers=2` started on this host by dpsuite itself."""
-    from suite.cli.main import main
+    from dpsuite.cli.main import main
 
     out = tmp_path_factory.mktemp("local")
     assert main(["run", *RUN, "workers=2", f"results_dir={out}"]) == 0
@@ -116,7 +116,7 @@ def test_a_two_node_job_is_a_local_two_worker_run(dpsuite, tmp_path, two_nodes, 
 def test_a_rank_that_cannot_reach_the_master_says_so_in_one_line(tmp_path, two_nodes):
     """MASTER_ADDR on the nodes' network where no node answers (10.213.0.99)."""
     env = {**os.environ, "MASTER_ADDR": "10.213.0.99", "MASTER_PORT": "29400"}
-    cmd = ["python", "-m", "suite", "run", *RUN, "workers=2", f"results_dir={tmp_path}"]
+    cmd = ["python", "-m", "dpsuite", "run", *RUN, "workers=2", f"results_dir={tmp_path}"]
     done = subprocess.run(
         ["srun", "-N2", "-n2", "--kill-on-bad-exit=1", "--chdir", str(REPO), *cmd],
         capture_output=True,
@@ -132,7 +132,7 @@ def test_a_rank_that_cannot_reach_the_master_says_so_in_one_line(tmp_path, two_n
 
 def test_comm_bench_across_the_nodes_measures_the_link(tmp_path, two_nodes):
     """all_reduce of 2 ranks on 2 nodes: busbw is the link's rate (within 20%, never above)."""
-    cmd = ["python", "-m", "suite", "comm-bench", "--sizes", "4M,16M", "-w", "1", "-n", "3"]
+    cmd = ["python", "-m", "dpsuite", "comm-bench", "--sizes", "4M,16M", "-w", "1", "-n", "3"]
     done = subprocess.run(
         ["srun", "-N2", "-n2", "--kill-on-bad-exit=1", "--chdir", str(REPO), *cmd]
         + ["--results-dir", str(tmp_path)],

@@ -20,7 +20,7 @@ import textwrap
 
 import pytest
 
-from suite.analysis.scaling.profiles import load_profile
+from dpsuite.analysis.scaling.profiles import load_profile
 
 LINE_BIT_S = 50e6  # low enough that neither end needs much of a core on a 2-core machine
 SEND_MB = 16

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from suite import results
-from suite.engine.replicas import RankReplicas, SimulatedReplicas, simulated_step
-from suite.measure.noise_scale import (
+from dpsuite import results
+from dpsuite.engine.replicas import RankReplicas, SimulatedReplicas, simulated_step
+from dpsuite.measure.noise_scale import (
     LocalGradientRecorder,
     NoiseScaleMeter,
     PooledEstimate,
@@ -14,9 +14,9 @@ from suite.measure.noise_scale import (
     piece_batches,
     unbiased_estimates,
 )
-from suite.optim.precision import Precision
-from suite.runtime.ranks import Ranks
-from suite.sync import STRATEGIES, SyncConfig, SyncStrategy
+from dpsuite.optim.precision import Precision
+from dpsuite.runtime.ranks import Ranks
+from dpsuite.sync import STRATEGIES, SyncConfig, SyncStrategy
 from tests.conftest import SMALL, only_run, read_params, read_run
 
 

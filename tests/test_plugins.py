@@ -27,7 +27,7 @@ bad_config = broken_plugins:BadConfig
 BROKEN_MODULE = '''
 from dataclasses import dataclass, field
 import torch
-from workloads import Data, Workload, WorkloadConfig
+from dpsuite.workloads import Data, Workload, WorkloadConfig
 
 @dataclass
 class GoodConfig(WorkloadConfig):
@@ -63,10 +63,10 @@ class BadConfig(Good):
 
 @pytest.fixture
 def with_path(monkeypatch):
-    """Put directories on the PYTHONPATH of the `python -m suite` subprocesses."""
+    """Put directories on the PYTHONPATH of the `python -m dpsuite` subprocesses."""
 
     def add(*dirs: Path) -> None:
-        parts = [str(d) for d in dirs] + [str(REPO), os.environ.get("PYTHONPATH", "")]
+        parts = [str(d) for d in dirs] + [os.environ.get("PYTHONPATH", "")]
         monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in parts if p))
 
     return add
@@ -146,7 +146,7 @@ def test_a_workload_by_import_path_runs_without_packaging(tmp_path, broken_site)
         (
             "not_a_workload",
             "workload plugin 'not_a_workload' (broken_plugins:NotAWorkload): "
-            "<class 'broken_plugins.NotAWorkload'> is not a subclass of workloads.Workload",
+            "<class 'broken_plugins.NotAWorkload'> is not a subclass of dpsuite.workloads.Workload",
         ),
         (
             "bad_config",

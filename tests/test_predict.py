@@ -5,12 +5,12 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from suite import results
-from suite.analysis.scaling import allreduce_cost
-from suite.analysis.scaling.compute import ComputeModel
-from suite.analysis.scaling.fit import fit_topology
-from suite.analysis.scaling.model import MIB, ScalingModel
-from suite.analysis.scaling.topology import Link, Topology
+from dpsuite import results
+from dpsuite.analysis.scaling import allreduce_cost
+from dpsuite.analysis.scaling.compute import ComputeModel
+from dpsuite.analysis.scaling.fit import fit_topology
+from dpsuite.analysis.scaling.model import MIB, ScalingModel
+from dpsuite.analysis.scaling.topology import Link, Topology
 from tests import report_trees as trees
 
 LINK = Link(20e-6, 1.2e9)  # 20 us per hop, 1.2 GB/s

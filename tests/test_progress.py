@@ -8,10 +8,10 @@ import time
 import pytest
 from rich.console import Console
 
-from suite import progress
-from suite.engine import data_memo
+from dpsuite import progress
+from dpsuite.engine import data_memo
+from dpsuite.workloads import get_workload
 from tests.conftest import REPO
-from workloads import get_workload
 
 ROW = {
     "epoch": 1.0,
@@ -74,7 +74,7 @@ def test_events_from_a_child_process_reach_the_parent_reporter():
             received.append(("eval", row["eval_acc"]))
 
     child = (
-        "from suite import progress\n"
+        "from dpsuite import progress\n"
         "r = progress.current()\n"
         "r.run_started('run-x', 7, 1)\n"
         "r.run_evaluated({'eval_acc': 0.5, 'step': 7})\n"

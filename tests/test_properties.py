@@ -8,9 +8,9 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from suite import results
-from suite.conf.compose import check_overrides
-from suite.errors import UserError
+from dpsuite import results
+from dpsuite.conf.compose import check_overrides
+from dpsuite.errors import UserError
 from tests.test_results import consistent_record
 
 KEYS = [

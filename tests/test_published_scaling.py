@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from suite.analysis.scaling import published
-from suite.analysis.scaling.output import format_published, format_published_summary
-from suite.analysis.scaling.profiles import load_profile
-from suite.analysis.scaling.published import PUBLISHED, predicted_efficiency, published_table
+from dpsuite.analysis.scaling import published
+from dpsuite.analysis.scaling.output import format_published, format_published_summary
+from dpsuite.analysis.scaling.profiles import load_profile
+from dpsuite.analysis.scaling.published import PUBLISHED, predicted_efficiency, published_table
 
 SCALING_MODEL_DOC = Path(__file__).resolve().parents[1] / "docs" / "scaling-model.md"
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import math
 
-from suite.analysis.report import data, plots, strategies
-from suite.conf.compose import compose_config
-from suite.conf.run_spec import resolve
-from suite.optim.lr_rules import RULES
-from suite.sync import STRATEGIES
+from dpsuite.analysis.report import data, plots, strategies
+from dpsuite.conf.compose import compose_config
+from dpsuite.conf.run_spec import resolve
+from dpsuite.optim.lr_rules import RULES
+from dpsuite.sync import STRATEGIES
 from tests.conftest import SMALL
 
 

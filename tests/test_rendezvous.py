@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from suite.runtime import distributed, rendezvous
+from dpsuite.runtime import distributed, rendezvous
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "if_nameindex"), reason="Linux interfaces")
 

@@ -13,13 +13,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from suite import results
-from suite.analysis.report import build, data, output
-from suite.analysis.report import critical_batch as cb
-from suite.analysis.report.sections import comm as comm_section
-from suite.analysis.report.sections import convergence, model
-from suite.analysis.report.sections import scaling as scaling_section
-from suite.analysis.report.text import approx
+from dpsuite import results
+from dpsuite.analysis.report import build, data, output
+from dpsuite.analysis.report import critical_batch as cb
+from dpsuite.analysis.report.sections import comm as comm_section
+from dpsuite.analysis.report.sections import convergence, model
+from dpsuite.analysis.report.sections import scaling as scaling_section
+from dpsuite.analysis.report.text import approx
 from tests import report_trees as trees
 from tests.conftest import run_subprocess
 
@@ -830,7 +830,7 @@ def repeated_machines(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def test_repeats_give_each_scaling_point_a_median_and_an_interval(repeated_machines):
-    from suite.analysis.report import stats
+    from dpsuite.analysis.report import stats
 
     scaling = data.scaling_table(data.load_tree(repeated_machines[0]).runs)
     assert list(scaling["runs"]) == [3, 3]
@@ -989,7 +989,7 @@ def test_no_sync_section_without_strategy_runs(dpsuite, capsys, scaling_tree, tm
 
 
 def test_frontier_keeps_only_points_worth_their_bytes():
-    from suite.analysis.report.strategies import frontier
+    from dpsuite.analysis.report.strategies import frontier
 
     points = pd.DataFrame(
         {

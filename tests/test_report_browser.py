@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from suite.analysis.report.build import REFERENCE_RESULTS, build_report
-from suite.analysis.report.compare import build_compare
+from dpsuite.analysis.report.build import REFERENCE_RESULTS, build_report
+from dpsuite.analysis.report.compare import build_compare
 from tests import report_trees as trees
 from tests.conftest import REPO
 from tests.test_report import html_images, png_size

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from suite.conf import compose as preflight
-from suite.sweep import demo
-from suite.sweep import runner as sweep
+from dpsuite.conf import compose as preflight
+from dpsuite.sweep import demo
+from dpsuite.sweep import runner as sweep
 
 
 def plan(part: str):
@@ -74,7 +74,7 @@ def test_the_demo_ends_with_where_its_time_went():
 def test_a_shrunk_demo_end_to_end(tmp_path, monkeypatch, capsys):
     """The demo's code path on tiny data: sweeps, all-reduce benchmark, summary, headline,
     report; then a rerun resumes without running anything again."""
-    from suite.cli.main import main
+    from dpsuite.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     small = [

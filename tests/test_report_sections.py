@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from suite.analysis.report import build, data, headline, studies
-from suite.analysis.report.sections import critical_batch, time_to_target
+from dpsuite.analysis.report import build, data, headline, studies
+from dpsuite.analysis.report.sections import critical_batch, time_to_target
 from tests import report_trees as trees
 
 TOPICS = (*build.SECTIONS, critical_batch, time_to_target)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from suite.analysis.report import stats
+from dpsuite.analysis.report import stats
 
 
 def test_median_interval_brackets_the_median_and_is_reproducible():

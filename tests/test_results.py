@@ -4,8 +4,8 @@ import socket
 import pandas as pd
 import pytest
 
-from suite import results
-from suite.errors import ResultsWriteError
+from dpsuite import results
+from dpsuite.errors import ResultsWriteError
 
 
 def put(root, seed: int, status: str = "complete", **extra) -> str:

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from suite.results.lock import LOCK_FILE
+from dpsuite.results.lock import LOCK_FILE
 from tests.conftest import REPO, SMALL, run_subprocess
 
 TINY = [*SMALL, "mode=simulated", "train.max_steps=2", "timing.calibration_steps=0"]
 # Holds the lock of the directories given, as a sweep does, until it is killed.
 HOLDER = """
 import sys, time
-from suite.results.lock import locked
+from dpsuite.results.lock import locked
 with locked(sys.argv[1:], "dpsuite sweep convergence"):
     print("held", flush=True)
     time.sleep(600)

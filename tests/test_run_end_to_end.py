@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from suite import results
+from dpsuite import results
 from tests.conftest import SMALL, only_run, read_run, run_subprocess
 
 pytestmark = pytest.mark.multiproc

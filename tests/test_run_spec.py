@@ -1,4 +1,4 @@
-"""suite.conf: the schema, the composed config's checks, and the run spec it resolves to."""
+"""dpsuite.conf: the schema, the composed config's checks, and the run spec it resolves to."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ from dataclasses import fields, is_dataclass
 
 import pytest
 
-from suite import sync
-from suite.conf import schema
-from suite.conf.checks import field_docs
-from suite.conf.compose import compose_config
-from suite.conf.run_spec import resolve
-from suite.errors import UserError
-from suite.optim import lr_rules
-from suite.results import run_identity
-from workloads import REGISTRY
+from dpsuite import sync
+from dpsuite.conf import schema
+from dpsuite.conf.checks import field_docs
+from dpsuite.conf.compose import compose_config
+from dpsuite.conf.run_spec import resolve
+from dpsuite.errors import UserError
+from dpsuite.optim import lr_rules
+from dpsuite.results import run_identity
+from dpsuite.workloads import REGISTRY
 
 
 def config_classes() -> list[type]:
@@ -78,7 +78,7 @@ def test_what_is_measured_is_in_the_run_id_and_where_results_go_is_not(tmp_path)
 
 
 def test_planning_without_writing_creates_nothing(tmp_path):
-    from suite.conf.compose import plan
+    from dpsuite.conf.compose import plan
 
     target = tmp_path / "not-yet"
     plan([f"results_dir={target}"], multirun=False, writing=False)

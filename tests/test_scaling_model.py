@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from suite.analysis.scaling import allreduce_cost, overlap
-from suite.analysis.scaling.compute import ComputeModel, fit_compute_model, from_flops
-from suite.analysis.scaling.fit import fit_inter_link, fit_intra_link, fit_topology
-from suite.analysis.scaling.model import MIB, Overheads, ScalingModel, expected_max_factor
-from suite.analysis.scaling.profiles import load_profile, profile_names
-from suite.analysis.scaling.topology import Link, Topology
-from suite.errors import UserError
+from dpsuite.analysis.scaling import allreduce_cost, overlap
+from dpsuite.analysis.scaling.compute import ComputeModel, fit_compute_model, from_flops
+from dpsuite.analysis.scaling.fit import fit_inter_link, fit_intra_link, fit_topology
+from dpsuite.analysis.scaling.model import MIB, Overheads, ScalingModel, expected_max_factor
+from dpsuite.analysis.scaling.profiles import load_profile, profile_names
+from dpsuite.analysis.scaling.topology import Link, Topology
+from dpsuite.errors import UserError
 
 NVLINK = Link(3e-6, 150e9)
 IB = Link(10e-6, 50e9)
@@ -446,8 +446,8 @@ def test_shipped_profiles_load_with_their_sources():
 
 
 def test_a_planned_model_on_nccl_shares_the_sms_and_on_gloo_does_not():
-    from suite.analysis.scaling.allreduce_cost import Library
-    from suite.analysis.scaling.plan import Workload, plan_fit
+    from dpsuite.analysis.scaling.allreduce_cost import Library
+    from dpsuite.analysis.scaling.plan import Workload, plan_fit
 
     v100, vgg = load_profile("dgx1-v100"), Workload("vgg", 138e6, None)
     nccl = plan_fit(v100, vgg, samples_per_s=200)
@@ -548,7 +548,7 @@ def test_a_networks_payload_is_its_line_rate_less_each_packets_headers(
 def test_bigger_packets_leave_more_of_the_line_to_data_and_lift_a_network_bound_prediction(
     tmp_path,
 ):
-    from suite.analysis.scaling.plan import Workload, plan_fit
+    from dpsuite.analysis.scaling.plan import Workload, plan_fit
 
     def efficiency(extra: str) -> float:
         path = tmp_path / "net.yaml"
@@ -568,7 +568,7 @@ def test_bigger_packets_leave_more_of_the_line_to_data_and_lift_a_network_bound_
 
 
 def test_the_fitted_library_is_the_runs_backend_at_their_nccl_version():
-    from suite.analysis.scaling.fit import _library
+    from dpsuite.analysis.scaling.fit import _library
 
     def runs(**cols):
         return pd.DataFrame({k: [v] for k, v in cols.items()})

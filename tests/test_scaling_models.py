@@ -4,8 +4,8 @@ preset at CPU sizes, reported without accuracy."""
 import pandas as pd
 import pytest
 
-from suite.sweep.runner import part_overrides, planned
-from workloads.configs.vision import torchvision_problem
+from dpsuite.sweep.runner import part_overrides, planned
+from dpsuite.workloads.configs.vision import torchvision_problem
 
 PARTS = {"resnet50": "scaling_models_resnet50", "gpt2": "scaling_models_gpt2"}
 # The CPU sizes docs/workloads.md gives for this preset.

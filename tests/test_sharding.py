@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import DistributedSampler
 
-from suite.engine.sharding import all_worker_batches, steps_per_epoch, worker_batches
+from dpsuite.engine.sharding import all_worker_batches, steps_per_epoch, worker_batches
 
 
 def sampler_batches(n: int, world: int, rank: int, per_worker: int, seed: int, epoch: int):

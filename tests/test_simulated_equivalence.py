@@ -10,12 +10,12 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite.engine.replicas import has_batch_dependent_layers, simulated_step
-from suite.engine.sharding import all_worker_batches
-from suite.optim.precision import Precision
-from suite.runtime import distributed
+from dpsuite.engine.replicas import has_batch_dependent_layers, simulated_step
+from dpsuite.engine.sharding import all_worker_batches
+from dpsuite.optim.precision import Precision
+from dpsuite.runtime import distributed
+from dpsuite.workloads import get_workload
 from tests.conftest import SMALL, only_run, read_params, read_run
-from workloads import get_workload
 
 COMMON = [
     *SMALL,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from suite.sweep import slurm
+from dpsuite.sweep import slurm
 from tests.conftest import REPO, SMALL
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
@@ -38,7 +38,7 @@ def sweep_args(out: Path, *extra: str) -> list[str]:
 def start(out: Path, *extra: str) -> subprocess.Popen:
     """`dpsuite run -m ...` in its own process group, as a terminal would start it."""
     return subprocess.Popen(
-        [sys.executable, "-m", "suite", *sweep_args(out, *extra)],
+        [sys.executable, "-m", "dpsuite", *sweep_args(out, *extra)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -114,7 +114,7 @@ def assert_rerun_resumes(out: Path) -> None:
 def rerun(out: Path) -> subprocess.CompletedProcess:
     """The same two-run sweep again, in a fresh interpreter."""
     return subprocess.run(
-        [sys.executable, "-m", "suite", *sweep_args(out, *INTERRUPTED)],
+        [sys.executable, "-m", "dpsuite", *sweep_args(out, *INTERRUPTED)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -244,7 +244,7 @@ def test_a_rerun_while_a_killed_commands_jobs_live_is_refused_then_resumes(tmp_p
 def test_srun_tasks_record_their_workers_per_host(tmp_path):
     """`srun -n2 dpsuite run ...`: the two tasks are the two ranks of one run on this node."""
     done = subprocess.run(
-        ["srun", "-n2", sys.executable, "-m", "suite", "run", *TINY, f"results_dir={tmp_path}"],
+        ["srun", "-n2", sys.executable, "-m", "dpsuite", "run", *TINY, f"results_dir={tmp_path}"],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from submitit.slurm.slurm import SlurmExecutor
 
-from suite.conf.compose import plan
-from suite.measure import fingerprint
-from suite.runtime.ranks import ranks_from_env, slurm_tasks_on_node
-from suite.sweep import slurm, slurm_launcher
+from dpsuite.conf.compose import plan
+from dpsuite.measure import fingerprint
+from dpsuite.runtime.ranks import ranks_from_env, slurm_tasks_on_node
+from dpsuite.sweep import slurm, slurm_launcher
 
 
 def script(monkeypatch, *overrides: str) -> str:

@@ -4,7 +4,7 @@ the training; and MFU against a known GPU's datasheet peak."""
 import numpy as np
 import pytest
 
-from suite.measure.flops import known_peak_tflops, utilization
+from dpsuite.measure.flops import known_peak_tflops, utilization
 from tests.conftest import only_run, read_params, read_run
 
 TINY_RESNET = ["workload=cifar_resnet", "workload.width=4", "workload.num_samples=200"]

@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from suite import results
-from suite.conf.compose import plan
+from dpsuite import results
+from dpsuite.conf.compose import plan
+from dpsuite.workloads.cifar_resnet import RECORD_BYTES, TEST_FILE, TRAIN_FILES
 from tests.conftest import REPO, read_run
-from workloads.cifar_resnet import RECORD_BYTES, TEST_FILE, TRAIN_FILES
 
 
 def manifest(results_dir: Path) -> dict:
@@ -64,7 +64,7 @@ def test_presets_expand_to_their_grids(monkeypatch, tmp_path):
 def test_the_convergence_preset_runs_a_fixed_budget_and_a_steps_to_target_study(
     monkeypatch, tmp_path
 ):
-    from suite.sweep.runner import planned
+    from dpsuite.sweep.runner import planned
 
     monkeypatch.chdir(tmp_path)
     parts = {s.label: s for s in planned("convergence", [], writing=False)}
@@ -242,7 +242,7 @@ def test_failing_multi_process_run_does_not_stop_the_sweep(dpsuite, tmp_path):
 
 RESUME_SWEEP = [
     "-m",
-    "suite",
+    "dpsuite",
     "run",
     "-m",
     "mode=simulated",
@@ -340,7 +340,7 @@ def test_random_kills_then_resume_give_exactly_the_full_set(tmp_path, data_cache
     out = tmp_path / "res"
     sweep = [
         "-m",
-        "suite",
+        "dpsuite",
         "run",
         "-m",
         "workers=1,2",

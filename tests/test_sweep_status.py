@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from suite.sweep.hydra_app import SubmittedJob
-from suite.sweep.runner import Sweep
+from dpsuite.sweep.hydra_app import SubmittedJob
+from dpsuite.sweep.runner import Sweep
 from tests.conftest import SMALL
 
 SWEEP = ["mode=simulated", "workers=1,2", *SMALL, "train.max_steps=5"]

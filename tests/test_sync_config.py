@@ -6,9 +6,9 @@ import itertools
 
 from hydra import compose, initialize_config_module
 
-from suite.conf import run_spec
-from suite.conf.compose import compose_config
-from suite.results import run_identity
+from dpsuite.conf import run_spec
+from dpsuite.conf.compose import compose_config
+from dpsuite.results import run_identity
 
 
 def resolved(*overrides: str) -> run_spec.RunSpec:
@@ -52,7 +52,7 @@ def test_run_json_names_the_strategy_at_top_level(tmp_path):
 
 def test_sync_sweep_preset_is_a_valid_grid(tmp_path):
     """`dpsuite run -m +sweep=sync`: every point of the preset's grid resolves, ids distinct."""
-    with initialize_config_module(config_module="suite.conf", version_base=None):
+    with initialize_config_module(config_module="dpsuite.conf", version_base=None):
         cfg = compose("config", overrides=["+sweep=sync"], return_hydra_config=True)
     params = cfg.hydra.sweeper.params
     axes = {key: str(value).split(",") for key, value in params.items()}

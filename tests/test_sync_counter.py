@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from suite.measure.step_timer import median, windowed
-from suite.sync.counter import CommCounter
+from dpsuite.measure.step_timer import median, windowed
+from dpsuite.sync.counter import CommCounter
 
 
 def test_counter_files_each_step_and_starts_afresh():

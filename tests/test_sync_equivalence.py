@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from suite.cli.main import main as dpsuite
-from suite.sync import STRATEGIES
+from dpsuite.cli.main import main as dpsuite
+from dpsuite.sync import STRATEGIES
 from tests.conftest import SMALL, only_run, read_params, read_run
 
 pytestmark = pytest.mark.multiproc
@@ -62,7 +62,7 @@ def metrics(run_dir: Path) -> dict:
 
 def initial_params() -> dict[str, np.ndarray]:
     """The model every run starts from (seed 3, float64), built as the training loop builds it."""
-    from workloads import get_workload
+    from dpsuite.workloads import get_workload
 
     torch.manual_seed(3)
     model = get_workload("mnist1d_mlp", num_samples=2000).build_model().to(torch.float64)

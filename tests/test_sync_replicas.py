@@ -17,10 +17,10 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from suite.runtime import distributed
-from suite.runtime.ranks import Ranks
-from suite.sync import build
-from suite.sync.local_sgd import LocalSGDConfig
+from dpsuite.runtime import distributed
+from dpsuite.runtime.ranks import Ranks
+from dpsuite.sync import build
+from dpsuite.sync.local_sgd import LocalSGDConfig
 
 pytestmark = pytest.mark.multiproc
 

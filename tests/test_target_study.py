@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import pandas as pd
 import pytest
 
-from suite.analysis.report import target_study as ts
-from suite.analysis.report import time_to_target as ttt
-from suite.analysis.report.sections import time_to_target as time_to_target_section
+from dpsuite.analysis.report import target_study as ts
+from dpsuite.analysis.report import time_to_target as ttt
+from dpsuite.analysis.report.sections import time_to_target as time_to_target_section
 
 INF = math.inf
 BASE_LR = 0.1

@@ -4,11 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-import workloads
-from suite import results
+from dpsuite import results, workloads
+from dpsuite.workloads.base import parameter_count
+from dpsuite.workloads.cifar_resnet import RECORD_BYTES, TEST_FILE, TRAIN_FILES
 from tests.conftest import only_run, read_params, read_run
-from workloads.base import parameter_count
-from workloads.cifar_resnet import RECORD_BYTES, TEST_FILE, TRAIN_FILES
 
 TINY_RESNET = ["workload=cifar_resnet", "workload.width=4", "workload.num_samples=200"]
 TINY_GPT = [

@@ -1,4 +1,4 @@
-"""suite.engine.train and suite.measure.probes: one step, and who is called when."""
+"""dpsuite.engine.train and dpsuite.measure.probes: one step, and who is called when."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-from suite.conf.compose import compose_config
-from suite.conf.run_spec import resolve
-from suite.engine.train import check, evaluate_and_record, setup, train_step
-from suite.measure.probes import Probe, Probes
-from suite.runtime.ranks import Ranks
+from dpsuite.conf.compose import compose_config
+from dpsuite.conf.run_spec import resolve
+from dpsuite.engine.train import check, evaluate_and_record, setup, train_step
+from dpsuite.measure.probes import Probe, Probes
+from dpsuite.runtime.ranks import Ranks
 from tests.conftest import SMALL
 
 

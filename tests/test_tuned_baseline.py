@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from suite.analysis.report import critical_batch as cb
-from suite.analysis.report import target_study as ts
-from suite.engine.train import target_hit, training_metrics
+from dpsuite.analysis.report import critical_batch as cb
+from dpsuite.analysis.report import target_study as ts
+from dpsuite.engine.train import target_hit, training_metrics
 
 INF = math.inf
 
@@ -89,7 +89,7 @@ def test_too_few_lrs_and_the_best_at_the_edge_are_flagged():
 
 
 def test_a_study_warns_about_every_batch_it_cannot_vouch_for():
-    from suite.analysis.report import studies
+    from dpsuite.analysis.report import studies
 
     rows = [*runs(32, 0.1, [400, 400, 400], rule="naive"), *runs(64, 0.1, [210, 200, 205])]
     rows += runs(64, 0.2, [300, 300, 300]) + runs(64, 0.4, [350, 350, 350])

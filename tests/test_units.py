@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from suite import results
-from suite.results import schema
+from dpsuite import results
+from dpsuite.results import schema
 from tests.conftest import REPO
 
 REFERENCE = REPO / "results" / "reference" / "xeon-2core-cpu"

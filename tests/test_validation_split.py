@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import torch
 
-import workloads
+from dpsuite import workloads
 from tests.conftest import only_run
 
 

@@ -5,9 +5,9 @@
 import pytest
 import torch
 
-import workloads
+from dpsuite import workloads
+from dpsuite.workloads.configs.vision import torchvision_problem
 from tests.conftest import only_run, read_run, run_subprocess
-from workloads.configs.vision import torchvision_problem
 
 pytestmark = pytest.mark.skipif(
     torchvision_problem() is not None, reason=str(torchvision_problem())

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-import workloads
-from suite.engine.sharding import all_worker_batches, worker_batches
-from workloads.mnist_1d import cache_path, generation_args, load_or_generate
+from dpsuite import workloads
+from dpsuite.engine.sharding import all_worker_batches, worker_batches
+from dpsuite.workloads.mnist_1d import cache_path, generation_args, load_or_generate
 
 
 def test_generation_leaves_global_rng_alone(tmp_path):
@@ -121,7 +121,7 @@ def test_the_generator_arguments_are_the_installed_mnist1d_defaults():
 
 def test_checking_an_mnist1d_config_does_not_import_mnist1d():
     probe = (
-        "import sys; from workloads.configs.mnist_1d import MNIST1DMLPConfig; "
+        "import sys; from dpsuite.workloads.configs.mnist_1d import MNIST1DMLPConfig; "
         "MNIST1DMLPConfig(num_samples=500).check(); print(sorted(m for m in sys.modules "
         "if m.split('.')[0] in ('mnist1d', 'matplotlib')))"
     )

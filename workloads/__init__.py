@@ -1,9 +1,9 @@
 """Workload registry: name -> Workload class, and name -> its config.
 
-The built-ins are listed in ``workloads.registry`` (their classes) and ``workloads.configs``
-(their configs); workloads of other installed packages come from the entry-point group
-``dpsuite.workloads``, and a one-off from its import path (``mypkg.models:MyWorkload``): see
-``workloads.plugins``.
+The built-ins are listed in ``dpsuite.workloads.registry`` (their classes) and
+``dpsuite.workloads.configs`` (their configs); workloads of other installed packages come from
+the entry-point group ``dpsuite.workloads``, and a one-off from its import path
+(``mypkg.models:MyWorkload``): see ``dpsuite.workloads.plugins``.
 
 The configs import no torch, so composing a config, printing help and completing a command line
 stay quick: ``configs()`` and ``names()`` read them. The classes (``REGISTRY``, ``available``,
@@ -15,15 +15,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workloads import plugins
-from workloads.configs import CONFIGS, WorkloadConfig
-from workloads.plugins import PluginError
+from dpsuite.workloads import plugins
+from dpsuite.workloads.configs import CONFIGS, WorkloadConfig
+from dpsuite.workloads.plugins import PluginError
 
 if TYPE_CHECKING:
-    from workloads.base import Data, Workload
-    from workloads.registry import REGISTRY
+    from dpsuite.workloads.base import Data, Workload
+    from dpsuite.workloads.registry import REGISTRY
 
-_LAZY = {"Data": "workloads.base", "Workload": "workloads.base", "REGISTRY": "workloads.registry"}
+_LAZY = {
+    "Data": "dpsuite.workloads.base",
+    "Workload": "dpsuite.workloads.base",
+    "REGISTRY": "dpsuite.workloads.registry",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -35,7 +39,7 @@ def __getattr__(name: str) -> Any:
 
 
 def _registry() -> dict[str, type[Workload]]:
-    from workloads.registry import REGISTRY
+    from dpsuite.workloads.registry import REGISTRY
 
     return REGISTRY
 

@@ -1,7 +1,8 @@
 """The workload interface: what a model family must supply to be benchmarked.
 
 A workload is its config (a dataclass: the knobs of its data and model, and the small-batch
-reference recipe the LR rules scale from, all with their defaults; see ``workloads.configs``,
+reference recipe the LR rules scale from, all with their defaults; see
+``dpsuite.workloads.configs``,
 which imports no torch) and a class that builds the model and the data from it. Workloads know
 nothing about distribution: the engine shards the data and wraps the model.
 """
@@ -16,7 +17,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from workloads.configs.base import RECIPE_FIELDS, WorkloadConfig
+from dpsuite.workloads.configs.base import RECIPE_FIELDS, WorkloadConfig
 
 
 @dataclass

@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from workloads.base import Data, Workload, train_share
-from workloads.configs.cifar_resnet import (
+from dpsuite.workloads.base import Data, Workload, train_share
+from dpsuite.workloads.configs.cifar_resnet import (
     TEST_FILE,
     TRAIN_FILES,
     CIFARResNetConfig,

@@ -1,6 +1,7 @@
 """GPT-2-class causal language models by size (124M ... 1.5B) or by their free knobs.
 
-Plain PyTorch in the style of nanoGPT (Karpathy): the pre-norm blocks of ``workloads.tiny_gpt``
+Plain PyTorch in the style of nanoGPT (Karpathy): the pre-norm blocks of
+``dpsuite.workloads.tiny_gpt``
 (causal attention through ``scaled_dot_product_attention``, which picks the flash or efficient
 kernel on a GPU), learned positions, a tied output layer, GPT-2's initialisation (residual
 projections scaled by 1/sqrt(2 x layers)), no dropout. Not ``transformers``: the model is ~40
@@ -24,9 +25,9 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from workloads.base import Data, train_share
-from workloads.configs.gpt2 import SIZES, GPT2Config
-from workloads.tiny_gpt import TinyGPT, TinyGPTWorkload
+from dpsuite.workloads.base import Data, train_share
+from dpsuite.workloads.configs.gpt2 import SIZES, GPT2Config
+from dpsuite.workloads.tiny_gpt import TinyGPT, TinyGPTWorkload
 
 TOKEN_DTYPE = np.uint16  # nanoGPT's token files: GPT-2's 50257 ids fit in 16 bits
 

@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from workloads.base import Data, Workload
-from workloads.configs.mnist_1d import (
+from dpsuite.workloads.base import Data, Workload
+from dpsuite.workloads.configs.mnist_1d import (
     MNIST1DCNNConfig,
     MNIST1DConfig,
     MNIST1DMLPConfig,

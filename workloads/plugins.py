@@ -4,7 +4,8 @@ An installed package offers workloads in the entry-point group ``dpsuite.workloa
 users type -> ``module:Class``); they are read once per process. A one-off needs no packaging:
 ``workload=mypkg.models:MyWorkload`` names the class by its import path.
 
-Either way the class must be a ``workloads.Workload`` subclass with every abstract method, and
+Either way the class must be a ``dpsuite.workloads.Workload`` subclass with every abstract method,
+and
 its ``Config`` a dataclass subclass of ``WorkloadConfig`` whose defaults Hydra can hold. A plugin
 that fails (its import, its base class, its config) becomes a ``PluginError`` naming it, raised
 only when that plugin is chosen: one broken package never stops the built-ins or other plugins.
@@ -19,12 +20,14 @@ from functools import cache
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
-from workloads.configs.base import WorkloadConfig
+from dpsuite.workloads.configs.base import WorkloadConfig
 
 if TYPE_CHECKING:
-    from workloads.base import Workload
+    from dpsuite.workloads.base import Workload
 
 ENTRY_POINT_GROUP = "dpsuite.workloads"
+# dpsuite's import names before it had only one: a plugin written against them is told the new.
+OLD_IMPORT_NAMES = {"suite": "dpsuite", "workloads": "dpsuite.workloads"}
 
 
 class PluginError(ValueError):
@@ -64,17 +67,19 @@ def import_target(target: str) -> object:
 
 def problem(obj: object) -> str | None:
     """Why ``obj`` cannot be used as a workload class, or None when it can."""
-    from workloads.base import Workload  # torch, as the plugin itself
+    from dpsuite.workloads.base import Workload  # torch, as the plugin itself
 
     if not (inspect.isclass(obj) and issubclass(obj, Workload)):
-        return f"{obj!r} is not a subclass of workloads.Workload"
+        return f"{obj!r} is not a subclass of dpsuite.workloads.Workload"
     if inspect.isabstract(obj):
         missing = ", ".join(sorted(obj.__abstractmethods__))
         return f"{obj.__name__} does not implement {missing}"
     config = getattr(obj, "Config", None)
     is_config = inspect.isclass(config) and is_dataclass(config)
     if not (is_config and issubclass(config, WorkloadConfig)):
-        return f"{obj.__name__}.Config is not a dataclass subclass of workloads.WorkloadConfig"
+        return (
+            f"{obj.__name__}.Config is not a dataclass subclass of dpsuite.workloads.WorkloadConfig"
+        )
     return config_problem(config)
 
 
@@ -99,12 +104,23 @@ def _checked(target: str) -> type[Workload]:
     try:
         obj = import_target(target)
     except Exception as exc:  # a plugin's import may fail in any way; it must not stop ours
-        raise _Broken(f"cannot import it: {type(exc).__name__}: {_first_line(exc)}") from None
+        reason = renamed_import(exc) or f"{type(exc).__name__}: {_first_line(exc)}"
+        raise _Broken(f"cannot import it: {reason}") from None
     reason = problem(obj)
     if reason:
         raise _Broken(reason)
     assert inspect.isclass(obj)
     return obj
+
+
+def renamed_import(exc: BaseException) -> str | None:
+    """For an import of dpsuite's old top-level names (``suite``, ``workloads``), the new one."""
+    name = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+    top, _, rest = (name or "").partition(".")
+    if top not in OLD_IMPORT_NAMES:
+        return None
+    new = OLD_IMPORT_NAMES[top] + (f".{rest}" if rest else "")
+    return f"it imports '{name}', which dpsuite now names '{new}' (from {new} import ...)"
 
 
 class _Broken(Exception):

@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from workloads.base import Data, Workload, train_share
-from workloads.configs.tiny_gpt import TinyGPTConfig
+from dpsuite.workloads.base import Data, Workload, train_share
+from dpsuite.workloads.configs.tiny_gpt import TinyGPTConfig
 
 
 class Block(nn.Module):

@@ -22,8 +22,8 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from workloads.base import Data, Workload, train_share
-from workloads.configs.vision import TorchvisionConfig
+from dpsuite.workloads.base import Data, Workload, train_share
+from dpsuite.workloads.configs.vision import TorchvisionConfig
 
 IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)

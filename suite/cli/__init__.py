@@ -1,5 +1,5 @@
 """The `dpsuite` command line: parse a command and hand it to the layer below."""
 
-from suite.cli.main import main
+from dpsuite.cli.main import main
 
 __all__ = ["main"]

@@ -6,7 +6,7 @@ import argparse
 import math
 from collections.abc import Callable
 
-from suite.errors import UserError
+from dpsuite.errors import UserError
 
 
 class ArgParser(argparse.ArgumentParser):

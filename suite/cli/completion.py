@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from suite.errors import UserError
+from dpsuite.errors import UserError
 
 ACTIONS = ("install=bash", "uninstall=bash", "query=bash")
 # The Hydra commands' own flags (their KEY=VALUE words are completed by Hydra).
@@ -36,9 +36,9 @@ def respond(action: str, commands: Mapping[str, Any]) -> str:
         line = os.environ.get("COMP_LINE", "")
         point = int(os.environ.get("COMP_POINT", len(line)))
         return " ".join(candidates(line[:point], commands))
-    from hydra._internal.core_plugins.bash_completion import BashCompletion
+    from dpsuite.conf.hydra_internals import bash_completion
 
-    plugin = BashCompletion(None)  # install and uninstall print a script; they need no config
+    plugin = bash_completion()  # install and uninstall print a script; they need no config
     program, sys.argv[0] = sys.argv[0], "dpsuite"  # Hydra names the command after argv[0]
     try:
         with contextlib.redirect_stdout(io.StringIO()) as script:
@@ -63,8 +63,8 @@ def candidates(line: str, commands: Mapping[str, Any]) -> list[str]:
 
 
 def _after_program(words: list[str]) -> list[str]:
-    """The words after `dpsuite` (or after `python -m suite`)."""
-    if words and "python" in os.path.basename(words[0]) and words[1:3] == ["-m", "suite"]:
+    """The words after `dpsuite` (or after `python -m dpsuite`)."""
+    if words and "python" in os.path.basename(words[0]) and words[1:3] == ["-m", "dpsuite"]:
         return words[3:]
     return words[1:]
 
@@ -75,7 +75,7 @@ def _hydra_command(command: str, rest: list[str], current: str) -> list[str]:
     overrides = [w for w in rest if not w.startswith("-")]
     if command == "sweep":
         if not overrides:
-            from suite.conf.compose import preset_names
+            from dpsuite.conf.compose import preset_names
 
             return preset_names()
         overrides = overrides[1:]  # the preset's name
@@ -85,14 +85,14 @@ def _hydra_command(command: str, rest: list[str], current: str) -> list[str]:
 def config_words(overrides: list[str], current: str) -> list[str]:
     """Hydra's completion of ``current`` after ``overrides``: keys, groups and their options."""
     from hydra import initialize_config_module
-    from hydra._internal.core_plugins.bash_completion import BashCompletion
     from hydra.core.global_hydra import GlobalHydra
 
-    from suite.conf import compose, schema
+    from dpsuite.conf import compose, schema
+    from dpsuite.conf.hydra_internals import bash_completion
 
     schema.register()
     with initialize_config_module(config_module=compose.CONFIG_MODULE, version_base=None):
-        plugin = BashCompletion(GlobalHydra.instance().config_loader())
+        plugin = bash_completion(GlobalHydra.instance().config_loader())
         try:
             return plugin._query(config_name="config", line=" ".join([*overrides, current]))
         except Exception:  # a half-typed override Hydra cannot parse: nothing to offer
@@ -102,7 +102,7 @@ def config_words(overrides: list[str], current: str) -> list[str]:
 def _argparse_command(
     commands: Mapping[str, Any], command: str, rest: list[str], current: str
 ) -> list[str]:
-    from suite.cli.args import parser_of
+    from dpsuite.cli.args import parser_of
 
     if command not in commands:
         return []

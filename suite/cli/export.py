@@ -6,7 +6,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from suite.cli.args import ArgParser
+from dpsuite.cli.args import ArgParser
 
 # the package each format needs, and the extra that installs it
 PACKAGES = {
@@ -35,7 +35,7 @@ def parser() -> ArgParser:
 
 
 def export(args: list[str]) -> int:
-    from suite.results.export import tree
+    from dpsuite.results.export import tree
 
     a = parser().parse_args(args)
     root = tree.check_results_dir(a.results_dir)
@@ -47,18 +47,18 @@ def export(args: list[str]) -> int:
         if warning.category is UserWarning:
             print(f"dpsuite: warning: {warning.message}", file=sys.stderr)
     if a.format == "parquet":
-        from suite.results.export.parquet_files import export_parquet
+        from dpsuite.results.export.parquet_files import export_parquet
 
         written = export_parquet(root, runs)
         print("\n".join(f"wrote {path}" for path in written))
     elif a.format == "tensorboard":
-        from suite.results.export.tensorboard_files import export_tensorboard
+        from dpsuite.results.export.tensorboard_files import export_tensorboard
 
         out = Path(a.out) if a.out else root / "tensorboard"
         written = export_tensorboard(runs, root, out)
         print(f"wrote {len(written)} runs to {out}: tensorboard --logdir {out}")
     else:
-        from suite.results.export.wandb_runs import export_wandb
+        from dpsuite.results.export.wandb_runs import export_wandb
 
         out = Path(a.out) if a.out else root
         written = export_wandb(runs, root, out, a.project)

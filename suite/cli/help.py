@@ -10,8 +10,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from suite.conf import compose
-from suite.conf.checks import field_docs
+from dpsuite.conf import compose
+from dpsuite.conf.checks import field_docs
 
 WIDTH = 100
 GROUPS = ("workload", "lr_rule", "sync")
@@ -131,7 +131,7 @@ def sweep_list() -> str:
 
 
 def preset_help(name: str, overrides: list[str]) -> str:
-    from suite.sweep.runner import planned
+    from dpsuite.sweep.runner import planned
 
     sweeps = planned(name, overrides, writing=False)
     out = [f"usage: dpsuite sweep {name} [KEY=VALUE ...] [--dry-run]", "", preset_text(name), ""]
@@ -146,8 +146,8 @@ def preset_help(name: str, overrides: list[str]) -> str:
 def dry_run(preset: str | None, overrides: list[str]) -> str:
     """What `dpsuite sweep NAME` (or `dpsuite run -m`) would run: every point, its run id, and
     whether a complete result already stands for it."""
-    from suite.engine.launch import reusable
-    from suite.sweep.runner import planned
+    from dpsuite.engine.launch import reusable
+    from dpsuite.sweep.runner import planned
 
     out = []
     total = todo = 0

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from omegaconf import OmegaConf
 
-from suite.errors import UserError
+from dpsuite.errors import UserError
 
 MULTIRUN = ("-m", "--multirun")
 SHOW_WITH_VALUE = {"--cfg": "what", "-c": "what", "--package": "package", "-p": "package"}
@@ -75,7 +75,7 @@ def parse(args: list[str]) -> ShowRequest | None:
 
 def show(request: ShowRequest) -> str:
     """Check every run the overrides describe (nothing is created), then the config as YAML."""
-    from suite.conf import compose
+    from dpsuite.conf import compose
 
     compose.plan(request.overrides, multirun=request.multirun, writing=False)
     return _yaml(request)
@@ -83,7 +83,7 @@ def show(request: ShowRequest) -> str:
 
 def show_preset(name: str, request: ShowRequest) -> str:
     """`dpsuite sweep NAME --cfg job`: every part of the preset checked, then each config."""
-    from suite.sweep import runner
+    from dpsuite.sweep import runner
 
     sweeps = runner.planned(name, request.overrides, writing=False)
     shown = []
@@ -95,7 +95,7 @@ def show_preset(name: str, request: ShowRequest) -> str:
 
 
 def _yaml(request: ShowRequest) -> str:
-    from suite.conf import compose
+    from dpsuite.conf import compose
 
     base = [o for o in request.overrides if not compose.is_sweep(o)]
     cfg = compose.compose_config(base, with_hydra=request.what != "job")

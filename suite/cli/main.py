@@ -10,8 +10,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from suite.cli.args import ArgParser, finite
-from suite.errors import CommandAborted, Terminated, UserError, raise_terminated
+from dpsuite.cli.args import ArgParser, finite
+from dpsuite.errors import CommandAborted, Terminated, UserError, raise_terminated
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 HELP_FLAGS = {"-h", "--help"}
@@ -24,12 +24,12 @@ EXIT_TOO_NOISY = 3  # compare --fail-below: a ratio below the gate whose interva
 def _run(args: list[str]) -> int:
     overrides = [a for a in args if not a.startswith("-")]
     if HELP_FLAGS & set(args):
-        from suite.cli.help import run_help
+        from dpsuite.cli.help import run_help
 
         print(run_help(overrides))
         return 0
     if DRY_RUN in args:
-        from suite.cli.help import dry_run
+        from dpsuite.cli.help import dry_run
 
         print(dry_run(None, overrides))
         return 0
@@ -42,17 +42,17 @@ def _run(args: list[str]) -> int:
 def _run_overrides(args: list[str]) -> int:
     import shlex
 
-    from suite import progress
-    from suite.conf import compose as preflight
-    from suite.engine.launch import read_record
-    from suite.results import lock as results_lock
-    from suite.results import read_status
-    from suite.sweep import hydra_app
-    from suite.sweep import runner as sweep
-    from suite.sweep.runner import final_detail
+    from dpsuite import progress
+    from dpsuite.conf import compose as preflight
+    from dpsuite.engine.launch import read_record
+    from dpsuite.results import lock as results_lock
+    from dpsuite.results import read_status
+    from dpsuite.sweep import hydra_app
+    from dpsuite.sweep import runner as sweep
+    from dpsuite.sweep.runner import final_detail
 
     multirun = any(a in MULTIRUN_FLAGS for a in args)
-    from suite.cli import hydra_flags
+    from dpsuite.cli import hydra_flags
 
     shown = hydra_flags.parse(args)  # Hydra's own flags: checked like a run, or refused
     if shown is not None:
@@ -76,20 +76,20 @@ def _run_overrides(args: list[str]) -> int:
 
 def _leads() -> bool:
     """This process writes the run's results (it is not a rank > 0 of torchrun or srun)."""
-    from suite.runtime.ranks import ranks_from_env
+    from dpsuite.runtime.ranks import ranks_from_env
 
     ranks = ranks_from_env()
     return ranks is None or ranks.rank == 0
 
 
 def _sweep(args: list[str]) -> int:
-    from suite.cli import help
+    from dpsuite.cli import help
 
     if not args or args[0] in HELP_FLAGS:
         print(help.sweep_list())
         return 0 if args else EXIT_BAD_INPUT
     name, rest = args[0], args[1:]
-    from suite.cli import hydra_flags
+    from dpsuite.cli import hydra_flags
 
     if hydra_flags.requested(rest) and not HELP_FLAGS & set(rest):
         shown = hydra_flags.parse(rest)  # --cfg job: checked like the sweep, then shown
@@ -106,7 +106,7 @@ def _sweep(args: list[str]) -> int:
     if DRY_RUN in rest:
         print(help.dry_run(name, overrides))
         return 0
-    from suite.sweep import runner as sweep
+    from dpsuite.sweep import runner as sweep
 
     return sweep.run_sweep(name, overrides)
 
@@ -114,8 +114,8 @@ def _sweep(args: list[str]) -> int:
 def _predict(args: list[str]) -> int:
     from pathlib import Path
 
-    from suite import results
-    from suite.analysis.scaling import fit, model, options, output, plan, profiles, published
+    from dpsuite import results
+    from dpsuite.analysis.scaling import fit, model, options, output, plan, profiles, published
 
     parser = ArgParser(
         prog="dpsuite predict",
@@ -210,8 +210,8 @@ def _predict(args: list[str]) -> int:
 
 
 def _comm_bench(args: list[str]) -> int:
-    from suite.measure import comm_bench
-    from suite.runtime.ranks import ranks_from_env
+    from dpsuite.measure import comm_bench
+    from dpsuite.runtime.ranks import ranks_from_env
 
     p = ArgParser(
         prog="dpsuite comm-bench",
@@ -264,8 +264,8 @@ def _comm_bench(args: list[str]) -> int:
 
 
 def _demo(args: list[str]) -> int:
-    from suite.cli import help
-    from suite.sweep.demo import run_demo
+    from dpsuite.cli import help
+    from dpsuite.sweep.demo import run_demo
 
     if HELP_FLAGS & set(args):
         print("usage: dpsuite demo [KEY=VALUE ...] [--dry-run]\n")
@@ -279,7 +279,7 @@ def _demo(args: list[str]) -> int:
 
 
 def _export(args: list[str]) -> int:
-    from suite.cli.export import export
+    from dpsuite.cli.export import export
 
     return export(args)
 
@@ -295,14 +295,14 @@ def _report(args: list[str]) -> int:
     parser.add_argument("results_dir", help="a results directory (any depth of run folders)")
     parser.add_argument("--out", help="output directory (default: reports/<name of RESULTS_DIR>)")
     parsed = parser.parse_args(args)
-    from suite.analysis.report.build import build_report
+    from dpsuite.analysis.report.build import build_report
 
     _print_written(build_report(parsed.results_dir, parsed.out))
     return 0
 
 
 def _compare(args: list[str]) -> int:
-    from suite.analysis.report.compare import MAX_SPREAD
+    from dpsuite.analysis.report.compare import MAX_SPREAD
 
     parser = ArgParser(
         prog="dpsuite compare",
@@ -336,7 +336,7 @@ def _compare(args: list[str]) -> int:
         raise UserError(f"--fail-below must be a ratio > 0, got {parsed.fail_below}")
     if not parsed.max_spread > 1:
         raise UserError(f"--max-spread must be a factor > 1, got {parsed.max_spread:g}")
-    from suite.analysis.report import compare
+    from dpsuite.analysis.report import compare
 
     compared = compare.build_compare(
         parsed.dirs,
@@ -375,14 +375,14 @@ def _schema(args: list[str]) -> int:
         description="Every run.json key and CSV column: name, unit, type and meaning.",
     )
     parser.parse_args(args)
-    from suite.results import schema
+    from dpsuite.results import schema
 
     print(schema.markdown())
     return 0
 
 
 def _completion(args: list[str]) -> int:
-    from suite.cli import completion
+    from dpsuite.cli import completion
 
     if len(args) != 1:
         raise UserError(f"{COMPLETION_FLAG} takes one of: {', '.join(completion.ACTIONS)}")
@@ -529,7 +529,7 @@ def _command(args: list[str]) -> int:
     if args[0] in COMMANDS:  # the command's own parser takes everything after its name
         return COMMANDS[args[0]].handler(args[1:])
     if not args[0].startswith("-"):
-        from suite.conf.compose import did_you_mean
+        from dpsuite.conf.compose import did_you_mean
 
         raise UserError(
             f"unknown command '{args[0]}'{did_you_mean(args[0], list(COMMANDS))} "
@@ -541,7 +541,7 @@ def _command(args: list[str]) -> int:
     if parsed.shell_completion is not None:
         return _completion([parsed.shell_completion])
     if parsed.version:
-        from suite.cli.help import version
+        from dpsuite.cli.help import version
 
         print(version())
         return 0

@@ -20,7 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from suite.errors import UserError
+from dpsuite.errors import UserError
 
 # Mappings in the schema whose keys are fixed though their type is a plain dict.
 FIXED_MAPPINGS = {"batch": ("per_worker", "global")}

@@ -14,18 +14,16 @@ import os
 from dataclasses import dataclass, field
 
 from hydra import compose, initialize_config_module
-from hydra._internal.config_loader_impl import ConfigLoaderImpl
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, RangeSweep
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, OmegaConfBaseException, ValidationError
 
-from suite.conf import schema
-from suite.errors import UserError
+from dpsuite.conf import hydra_internals, schema
+from dpsuite.errors import UserError
 
-CONFIG_MODULE = "suite.conf"
+CONFIG_MODULE = "dpsuite.conf"
 GROUPS = ("workload", "lr_rule", "sweep", "sync")
 MAX_CHECKED_POINTS = 4096
 
@@ -171,7 +169,7 @@ def sweep_points(overrides: list[str], params: dict[str, str] | None = None) -> 
     if count > MAX_CHECKED_POINTS:
         raise UserError(f"the sweep has {count} runs; at most {MAX_CHECKED_POINTS} per sweep")
     try:
-        points = BasicSweeper.split_arguments(parsed, max_batch_size=None)[0]
+        points = hydra_internals.split_sweep(parsed)
     except HydraException as exc:
         raise UserError(_first_line(exc)) from None
     if not points:
@@ -195,7 +193,7 @@ def sweep_size(parsed) -> int:
     return math.prod(sizes.values())
 
 
-SLURM_LAUNCHER = "hydra_plugins.dpsuite.SlurmLauncher"
+SLURM_LAUNCHER = "hydra_plugins.dpsuite_slurm_launcher.SlurmLauncher"
 
 
 @dataclass(frozen=True)
@@ -224,13 +222,14 @@ def launcher_shape(cfg: DictConfig) -> LauncherShape:
     if "submitit" not in target and target != SLURM_LAUNCHER:
         return LauncherShape(target)
     if target == SLURM_LAUNCHER:
-        from hydra_plugins.dpsuite import slurm_available
+        import hydra_plugins.dpsuite_slurm_launcher as plugin
 
-        if not slurm_available():
+        if not plugin.slurm_available():
             raise UserError(
                 "hydra/launcher=slurm needs hydra-submitit-launcher: pip install "
                 "'dpsuite[slurm]' (in a clone: pip install -e '.[slurm]')"
             )
+        hydra_internals.make_plugin_known(SLURM_LAUNCHER, plugin.SlurmLauncher)
     try:
         params = OmegaConf.to_container(launcher, resolve=True)
     except OmegaConfBaseException as exc:
@@ -263,7 +262,7 @@ class Plan:
 def plan(overrides: list[str], multirun: bool, writing: bool = True) -> Plan:
     """Compose and resolve every run the command would start (raises UserError on bad input).
     ``writing=False`` (help, dry runs): the results directories are neither made nor checked."""
-    from suite.runtime.ranks import ranks_from_env
+    from dpsuite.runtime.ranks import ranks_from_env
 
     overrides = list(overrides)
     base = [o for o in overrides if not is_sweep(o)]
@@ -327,7 +326,7 @@ class PointComposer:
             self.cache[groups] = compose_config(list(groups))
         cfg = copy.deepcopy(self.cache[groups])
         try:
-            ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+            hydra_internals.apply_overrides(values, cfg)
         except (HydraException, OmegaConfBaseException, ValueError):
             return compose_config(overrides)  # the full compose gives Hydra's own error message
         return cfg
@@ -380,7 +379,7 @@ def _reject_composite_preset(cfg: DictConfig) -> None:
 
 
 def _resolve_point(cfg: DictConfig, shape: LauncherShape, ranks, writing: bool = True):
-    from suite.conf.run_spec import resolve
+    from dpsuite.conf.run_spec import resolve
 
     if ranks is not None:  # under torchrun/srun: the ranks exist already
         return resolve(

@@ -10,17 +10,17 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from suite import sync
-from suite.conf.checks import check_bounds, check_keys
-from suite.conf.schema import RunConfig
-from suite.errors import UserError
-from suite.optim import lr_rules
-from suite.optim.lr_rules import SCHEDULES
-from suite.optim.precision import unsupported
-from suite.results import make_run_id, run_identity
-from suite.results.gate import TAG_PATTERN
-from suite.runtime.host import check_writable, resolve_backend, usable_cores
-from suite.runtime.host_memory import check_processes_fit
+from dpsuite import sync
+from dpsuite.conf.checks import check_bounds, check_keys
+from dpsuite.conf.schema import RunConfig
+from dpsuite.errors import UserError
+from dpsuite.optim import lr_rules
+from dpsuite.optim.lr_rules import SCHEDULES
+from dpsuite.optim.precision import unsupported
+from dpsuite.results import make_run_id, run_identity
+from dpsuite.results.gate import TAG_PATTERN
+from dpsuite.runtime.host import check_writable, resolve_backend, usable_cores
+from dpsuite.runtime.host_memory import check_processes_fit
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ class RunSpec:
         return steps + c.timing.warmup_steps + c.timing.calibration_steps
 
     def summary(self) -> dict[str, Any]:
-        """The top-level run.json keys (see `suite.results.schema`)."""
+        """The top-level run.json keys (see `dpsuite.results.schema`)."""
         c = self.cfg
         return {
             "run_id": self.run_id,
@@ -135,8 +135,8 @@ class RunSpec:
             **sync.traits(c.sync.name),
         }
 
-    def build_workload(self):  # -> workloads.Workload
-        from workloads import lookup
+    def build_workload(self):  # -> dpsuite.workloads.Workload
+        from dpsuite.workloads import lookup
 
         return lookup(self.cfg.workload.name)(self.cfg.workload, cache_dir=self.cfg.cache_dir)
 
@@ -212,7 +212,7 @@ def resolve(
     number of workers, whatever ``workers`` says. ``check_devices=False`` leaves device checks
     to the machine the run will start on (a sweep submitted to a cluster from a login node).
     """
-    from workloads import PluginError, lookup
+    from dpsuite.workloads import PluginError, lookup
 
     c, container = typed_config(cfg)
     try:

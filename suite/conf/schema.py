@@ -7,7 +7,7 @@ their owners: each workload's ``Config`` (``workloads/configs/``), each LR rule'
 torch, so composing a config (help, completion) stays quick.
 
 A string right below a field documents it (``dpsuite run --help`` prints them); field metadata
-gives the bounds ``suite.conf.checks`` enforces (``ge``, ``gt``, ``le``, ``lt``, ``choices``).
+gives the bounds ``dpsuite.conf.checks`` enforces (``ge``, ``gt``, ``le``, ``lt``, ``choices``).
 Values that default to another key are interpolations: ``train.epochs`` is
 ``${workload.epochs}`` unless set.
 """
@@ -20,8 +20,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import II, MISSING
 
-from suite.errors import UserError
-from suite.optim.lr_rules import SCHEDULES
+from dpsuite.errors import UserError
+from dpsuite.optim.lr_rules import SCHEDULES
 
 MODES = ("ddp", "simulated")
 DEVICES = ("auto", "cpu", "cuda")
@@ -208,8 +208,8 @@ def register(workload: str | None = None) -> None:
     ``workload``: the chosen workload, checked first (an import path is added to the group, a
     broken plugin is a UserError naming it).
     """
-    from suite import sync
-    from suite.optim import lr_rules
+    from dpsuite import sync
+    from dpsuite.optim import lr_rules
 
     _store(None, SCHEMA_NAME, RunConfig)
     for name, config in workload_configs(workload).items():
@@ -229,8 +229,8 @@ def _store(group: str | None, name: str, node: Any) -> None:
 
 def group_choices(group: str) -> list[str]:
     """The options of a config group, from the registries that own them."""
-    from suite import sync
-    from suite.optim import lr_rules
+    from dpsuite import sync
+    from dpsuite.optim import lr_rules
 
     owners: dict[str, Any] = {
         "workload": workload_configs(),
@@ -244,7 +244,7 @@ def workload_configs(chosen: str | None = None) -> dict[str, Any]:
     """The config of each built-in and installed workload by name, plus ``chosen``'s when it
     is an import path; UserError when ``chosen`` is a plugin that cannot be used. The
     built-ins' configs import no torch (a plugin's class, loaded here, may)."""
-    import workloads
+    from dpsuite import workloads
 
     found = workloads.configs()
     if chosen and "," not in chosen and chosen not in found:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 
-from workloads.base import Data, Workload
+from dpsuite.workloads.base import Data, Workload
 
 KEEP = 2  # datasets kept; a sweep usually cycles through one or two
 _memo: OrderedDict[tuple, Data] = OrderedDict()

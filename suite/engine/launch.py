@@ -20,17 +20,17 @@ from typing import Any
 
 import torch
 
-from suite import progress
-from suite.conf.run_spec import RunSpec
-from suite.engine import data_memo
-from suite.errors import ResultsWriteError
-from suite.measure.fingerprint import fingerprint
-from suite.results import RunWriter, effective_status, read_json, read_status
-from suite.results.store import ATTEMPTS_DIR, SCRATCH_DIR
-from suite.runtime import distributed, rendezvous
-from suite.runtime.host import usable_cores
-from suite.runtime.ranks import Ranks, ranks_from_env
-from workloads.base import Workload
+from dpsuite import progress
+from dpsuite.conf.run_spec import RunSpec
+from dpsuite.engine import data_memo
+from dpsuite.errors import ResultsWriteError
+from dpsuite.measure.fingerprint import fingerprint
+from dpsuite.results import RunWriter, effective_status, read_json, read_status
+from dpsuite.results.store import ATTEMPTS_DIR, SCRATCH_DIR
+from dpsuite.runtime import distributed, rendezvous
+from dpsuite.runtime.host import usable_cores
+from dpsuite.runtime.ranks import Ranks, ranks_from_env
+from dpsuite.workloads.base import Workload
 
 SKIPPED = "skipped"
 # Config keys that say where results go and how processes start, not what a run measures: a
@@ -248,7 +248,7 @@ def run_rank(
     device: torch.device | None = None,
 ) -> str:
     """One rank's whole life: group, training, final status, clean teardown."""
-    from suite.engine.train import train
+    from dpsuite.engine.train import train
 
     device = device or distributed.device_for(spec.device, ranks.local_rank)
     if init_method is not None:

@@ -8,10 +8,10 @@
   workers (BatchNorm statistics per worker, rank 0's kept, as DDP's ``broadcast_buffers``).
 
 Either way, after ``forward_backward(idx)`` the model's ``.grad`` holds the workers' averaged
-gradient, and the batches come from one global shuffle per epoch (``suite.engine.sharding``).
+gradient, and the batches come from one global shuffle per epoch (``dpsuite.engine.sharding``).
 For the gradient noise scale a replica set also says how it can see the pieces of a step's
 batch before they are averaged (``piece_recorder``, with the recorders of
-``suite.measure.noise_scale``).
+``dpsuite.measure.noise_scale``).
 """
 
 from __future__ import annotations
@@ -24,17 +24,17 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from suite.engine.sharding import all_worker_batches, worker_batches
-from suite.measure.noise_scale import (
+from dpsuite.engine.sharding import all_worker_batches, worker_batches
+from dpsuite.measure.noise_scale import (
     HalvesRecorder,
     LocalGradientRecorder,
     MicroBatchRecorder,
     PieceRecorder,
     squared_norm,
 )
-from suite.optim.precision import Precision
-from suite.runtime.ranks import Ranks
-from suite.sync.base import SyncStrategy
+from dpsuite.optim.precision import Precision
+from dpsuite.runtime.ranks import Ranks
+from dpsuite.sync.base import SyncStrategy
 
 # The loss of a batch of sample indices through a module: workload.loss(net(x[idx]), y[idx]).
 LossOf = Callable[[nn.Module, Tensor], Tensor]

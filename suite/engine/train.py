@@ -4,8 +4,8 @@ Reads top to bottom: ``setup`` builds what a run works with (data, model, replic
 LR plan, probes); ``calibrate`` times the same steps without communication; then ``train_step``,
 a cross-rank ``check`` and ``evaluate_and_record`` until the steps are done or the loss stops
 being finite; ``finish`` writes the metrics. What is measured lives in the probes
-(`suite.measure.probes`); how the replicas average their gradients lives in the replicas
-(`suite.engine.replicas`).
+(`dpsuite.measure.probes`); how the replicas average their gradients lives in the replicas
+(`dpsuite.engine.replicas`).
 """
 
 from __future__ import annotations
@@ -19,28 +19,28 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from suite import progress, sync
-from suite.conf.run_spec import RunSpec
-from suite.engine import data_memo
-from suite.engine.replicas import RankReplicas, Replicas, SimulatedReplicas, gradients
-from suite.engine.sharding import steps_per_epoch
-from suite.measure.calibration import ExposedCommProbe, time_without_sync
-from suite.measure.comm_probe import CommProbe
-from suite.measure.comm_timer import CommTimer
-from suite.measure.flops import known_peak_tflops, training_flops_per_sample, utilization
-from suite.measure.memory import MemoryProbe
-from suite.measure.noise_scale import NoiseScaleMeter, NoiseScaleProbe, piece_batches
-from suite.measure.probes import Probe, Probes
-from suite.measure.step_timer import StepTimeProbe, sample_indices
-from suite.optim.lars import LARS, lars_param_groups
-from suite.optim.lr_rules import RULES, LRPlan
-from suite.optim.precision import Precision
-from suite.results import RunWriter
-from suite.runtime import distributed
-from suite.runtime.ranks import Ranks
-from suite.sync.traffic import sync_metrics
-from workloads import Data, Workload
-from workloads.base import parameter_count
+from dpsuite import progress, sync
+from dpsuite.conf.run_spec import RunSpec
+from dpsuite.engine import data_memo
+from dpsuite.engine.replicas import RankReplicas, Replicas, SimulatedReplicas, gradients
+from dpsuite.engine.sharding import steps_per_epoch
+from dpsuite.measure.calibration import ExposedCommProbe, time_without_sync
+from dpsuite.measure.comm_probe import CommProbe
+from dpsuite.measure.comm_timer import CommTimer
+from dpsuite.measure.flops import known_peak_tflops, training_flops_per_sample, utilization
+from dpsuite.measure.memory import MemoryProbe
+from dpsuite.measure.noise_scale import NoiseScaleMeter, NoiseScaleProbe, piece_batches
+from dpsuite.measure.probes import Probe, Probes
+from dpsuite.measure.step_timer import StepTimeProbe, sample_indices
+from dpsuite.optim.lars import LARS, lars_param_groups
+from dpsuite.optim.lr_rules import RULES, LRPlan
+from dpsuite.optim.precision import Precision
+from dpsuite.results import RunWriter
+from dpsuite.runtime import distributed
+from dpsuite.runtime.ranks import Ranks
+from dpsuite.sync.traffic import sync_metrics
+from dpsuite.workloads import Data, Workload
+from dpsuite.workloads.base import parameter_count
 
 
 def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter | None) -> str:

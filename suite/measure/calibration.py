@@ -26,9 +26,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from suite.measure.probes import Probe
-from suite.measure.step_timer import StepTimeProbe, StepTimer, median, windowed
-from suite.optim.precision import Precision
+from dpsuite.measure.probes import Probe
+from dpsuite.measure.step_timer import StepTimeProbe, StepTimer, median, windowed
+from dpsuite.optim.precision import Precision
 
 
 @contextlib.contextmanager
@@ -83,7 +83,7 @@ def mean_across_ranks(value: float | None, device: torch.device) -> float | None
     """The mean over ranks of one number per rank (None if any rank has none)."""
     import torch.distributed as dist
 
-    from suite.runtime import distributed
+    from dpsuite.runtime import distributed
 
     if not distributed.active():
         return value
@@ -100,7 +100,7 @@ def exposed_metrics(
     """compute_time_s (the median step without sync, max across ranks), exposed_comm_s (what
     sync adds to the median step), comm_fraction (its share of the step), and the split of
     compute_time_s into the typical rank's compute and the wait for the slowest rank."""
-    from suite.runtime import distributed
+    from dpsuite.runtime import distributed
 
     compute = median(windowed(distributed.max_across_ranks(no_sync_times, device), period))
     typical = mean_across_ranks(median(windowed(no_sync_times, period)), device)

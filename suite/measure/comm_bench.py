@@ -30,15 +30,15 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from suite.errors import ResultsWriteError, UserError
-from suite.measure.collectives import CHUNK, COLLECTIVES, ROOT, Collective, count_wrong
-from suite.measure.fingerprint import fingerprint
-from suite.results import COMM_BENCH_JSON, now_iso, read_json, write_comm_bench
-from suite.results import lock as results_lock
-from suite.results.gate import TAG_PATTERN
-from suite.runtime import distributed, host_memory
-from suite.runtime.host import check_writable, resolve_backend, usable_cores, wait_for_device
-from suite.runtime.ranks import Ranks, ranks_from_env
+from dpsuite.errors import ResultsWriteError, UserError
+from dpsuite.measure.collectives import CHUNK, COLLECTIVES, ROOT, Collective, count_wrong
+from dpsuite.measure.fingerprint import fingerprint
+from dpsuite.results import COMM_BENCH_JSON, now_iso, read_json, write_comm_bench
+from dpsuite.results import lock as results_lock
+from dpsuite.results.gate import TAG_PATTERN
+from dpsuite.runtime import distributed, host_memory
+from dpsuite.runtime.host import check_writable, resolve_backend, usable_cores, wait_for_device
+from dpsuite.runtime.ranks import Ranks, ranks_from_env
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # Relative tolerance of the correctness check (exact sums are expected; this absorbs rounding

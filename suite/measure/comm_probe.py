@@ -11,7 +11,7 @@ costs a dictionary on those steps only, and no Python runs per bucket. Per sampl
 * ``wait_s``: how long backward waited for communication after the last gradient was ready.
 
 ``timing.comm_hook=true`` times every bucket of every step in a Python communication hook
-instead (`suite.measure.comm_timer`: the union of in-flight intervals, exact to the bucket).
+instead (`dpsuite.measure.comm_timer`: the union of in-flight intervals, exact to the bucket).
 Either way, an exchange a strategy makes outside DDP's hooks and waits for (the parameter
 server, local SGD's model averaging) is timed on every step by the strategy's counter and
 added to ``comm_s`` and ``tail_s``.
@@ -25,11 +25,11 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite.measure.comm_timer import CommTimer
-from suite.measure.probes import Probe
-from suite.measure.step_timer import StepTimer, median, percentile
-from suite.runtime import distributed
-from suite.sync.counter import CommCounter
+from dpsuite.measure.comm_timer import CommTimer
+from dpsuite.measure.probes import Probe
+from dpsuite.measure.step_timer import StepTimer, median, percentile
+from dpsuite.runtime import distributed
+from dpsuite.sync.counter import CommCounter
 
 NS = 1e-9
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from suite.runtime.ranks import slurm_tasks_on_node
+from dpsuite.runtime.ranks import slurm_tasks_on_node
 
 # Environment variables that change how communication and compute run (NCCL's algorithms and
 # transports, thread counts and pinning, allocator settings, visible devices).
@@ -116,7 +116,7 @@ def gpu_details() -> dict[str, Any]:
     details: dict[str, Any] = dict.fromkeys(GPU_KEYS)
     if not torch.cuda.is_available():
         return details
-    from suite.measure import gpu_topology
+    from dpsuite.measure import gpu_topology
 
     try:
         details.update(gpu_topology.nvml_details())

@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from suite.measure.probes import Probe
-from suite.runtime import distributed
+from dpsuite.measure.probes import Probe
+from dpsuite.runtime import distributed
 
 STATUS = Path("/proc/self/status")
 CLEAR_REFS = Path("/proc/self/clear_refs")

@@ -22,8 +22,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from suite.measure.probes import Probe
-from suite.optim.precision import Precision
+from dpsuite.measure.probes import Probe
+from dpsuite.optim.precision import Precision
 
 
 def unbiased_estimates(
@@ -70,7 +70,7 @@ class PooledEstimate:
 
 # ---- measuring it during training ------------------------------------------------------------
 # How a measured step splits its batch into pieces whose gradients are seen one by one (the
-# `method` of a run; `suite.engine.replicas` chooses and records them):
+# `method` of a run; `dpsuite.engine.replicas` chooses and records them):
 #   ranks          real workers: each rank's local gradient, before it is averaged
 #   micro_batches  simulated workers with batch-dependent layers: each worker's micro-batch
 #   halves         one process otherwise: the two halves of the global batch
@@ -152,7 +152,7 @@ class NoiseScaleMeter:
         big = torch.stack([b for _, _, b in self._pending]).double().tolist()
         self._pending.clear()
         if self.method == "ranks":
-            from suite.runtime import distributed
+            from dpsuite.runtime import distributed
 
             small = [s / self.world_size for s in distributed.all_reduce_sum(small, self.device)]
         for step, s, b in zip(steps, small, big, strict=True):

@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
-from suite.measure.probes import Probe
-from suite.runtime.host import wait_for_device
+from dpsuite.measure.probes import Probe
+from dpsuite.runtime.host import wait_for_device
 
 
 @dataclass
@@ -102,7 +102,7 @@ class StepTimeProbe(Probe):
         self.timer.stop(step)
 
     def metrics(self) -> dict[str, Any]:
-        from suite.runtime import distributed
+        from dpsuite.runtime import distributed
 
         durations = self.timer.durations
         self.step_max = distributed.max_across_ranks(durations, self.device)

@@ -12,7 +12,8 @@ the global batch ``B``; the schedule then shapes the LR over training:
                      between the rules, the grid an LR oracle searches; or, with
                      ``lr_rule.peak_lr``, that absolute peak at every batch (an LR grid);
 * ``lars``           ``base_lr * sqrt(B / base_batch)`` with warmup, for the LARS optimizer
-                     (``suite.optim.lars``), which further scales the LR per layer by a trust ratio
+                     (``dpsuite.optim.lars``), which further scales the LR per layer by a trust
+                     ratio
                      (You et al. 2017). The trust ratio already sets each layer's step relative
                      to its weights; linear scaling of the global LR on top of it diverged on
                      MNIST-1D at batch 1024, so the global LR grows with the square root.

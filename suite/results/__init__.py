@@ -1,10 +1,10 @@
-"""Results on disk and how to read them: ``suite.results.load("results/...")`` and friends.
+"""Results on disk and how to read them: ``dpsuite.results.load("results/...")`` and friends.
 
-Names, units and meanings of every key and column: ``suite.results.schema``.
+Names, units and meanings of every key and column: ``dpsuite.results.schema``.
 """
 
-from suite.results import schema
-from suite.results.load import (
+from dpsuite.results import schema
+from dpsuite.results.load import (
     find_runs,
     flatten,
     load,
@@ -13,7 +13,7 @@ from suite.results.load import (
     load_steps,
     read_csv_checked,
 )
-from suite.results.store import (
+from dpsuite.results.store import (
     ATTEMPTS_DIR,
     COMM_BENCH_COLUMNS,
     COMM_BENCH_CSV,

@@ -1,6 +1,6 @@
 """The one gate every results reader goes through: which files below a tree are trusted.
 
-A run.json is trusted only when every key is one of ``suite.results.schema``'s, every value has
+A run.json is trusted only when every key is one of ``dpsuite.results.schema``'s, every value has
 its type, is finite and within its range, its status and pid make sense, it is where its run id
 says (its directory's name), once, and its config (whatever schema version it claims) still
 hashes to its run id. A comm-bench result is trusted when its JSON and its CSV have their types,
@@ -20,8 +20,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from suite.results import schema
-from suite.results.store import STATUSES, make_run_id, read_json, run_identity
+from dpsuite.results import schema
+from dpsuite.results.store import STATUSES, make_run_id, read_json, run_identity
 
 # Versions of the schema a reader understands; all of them carry a config that hashes to the id.
 SCHEMA_VERSIONS = (1, 2)

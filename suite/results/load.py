@@ -3,10 +3,10 @@
 ``load(path)`` gives one row per run: the run.json keys, the metrics (the gradient noise scale
 as ``grad_noise_scale.*``), the fingerprint as ``hardware.*`` and the composed config as
 ``config.*`` (dotted, e.g. ``config.workload.num_samples``), every name as in
-``suite.results.schema``. ``load_epochs(path)`` and ``load_steps(path)`` give every run's rows
+``dpsuite.results.schema``. ``load_epochs(path)`` and ``load_steps(path)`` give every run's rows
 below ``path`` with its ``run_id``.
 
-Every reader takes its runs from ``suite.results.gate``: a run.json is trusted only when its keys,
+Every reader takes its runs from ``dpsuite.results.gate``: a run.json is trusted only when its keys,
 types, values and status are the schema's, it is where its run id says (its directory's name),
 once, and its config still hashes to its run id. Anything else (a copy under another name, a
 hand-edited file, a damaged one) is left out with a warning naming the file and the field.
@@ -21,15 +21,15 @@ from typing import Any
 
 import pandas as pd
 
-from suite.results import schema
-from suite.results.gate import (
+from dpsuite.results import schema
+from dpsuite.results.gate import (
     check_comm_meta,
     check_comm_rows,
     is_regular,
     trusted_runs,
     walk_files,
 )
-from suite.results.store import (
+from dpsuite.results.store import (
     COMM_BENCH_COLUMNS,
     COMM_BENCH_CSV,
     COMM_BENCH_JSON,
@@ -99,7 +99,7 @@ def load(path: str | Path, include_incomplete: bool = True) -> pd.DataFrame:
 
 def described(frame: pd.DataFrame) -> pd.DataFrame:
     """Timestamps as UTC datetimes, and each column's unit and meaning in ``frame.attrs``
-    (``attrs["units"]["step_time_s"] == "s"``), as ``suite.results.schema`` defines them."""
+    (``attrs["units"]["step_time_s"] == "s"``), as ``dpsuite.results.schema`` defines them."""
     for column in schema.TIMESTAMP_COLUMNS:
         if column in frame.columns:
             frame[column] = pd.to_datetime(

@@ -25,8 +25,8 @@ import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from suite.errors import ResultsWriteError, UserError
-from suite.results.store import SCRATCH_DIR, now_iso
+from dpsuite.errors import ResultsWriteError, UserError
+from dpsuite.results.store import SCRATCH_DIR, now_iso
 
 LOCK_FILE = ".dpsuite.lock"
 # Filesystems without flock support (some network mounts): run unlocked, with a warning.
@@ -51,7 +51,7 @@ def locked(dirs: Iterable[str | Path], command: str) -> Iterator[None]:
 
 def for_launcher(dirs: Iterable[str | Path], command: str) -> contextlib.AbstractContextManager:
     """The lock of a command started by the user; none for a rank that joins a run."""
-    from suite.runtime.ranks import ranks_from_env
+    from dpsuite.runtime.ranks import ranks_from_env
 
     if ranks_from_env() is not None:
         return contextlib.nullcontext()

@@ -15,8 +15,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from suite.errors import UserError
-from suite.results.store import replace_atomically
+from dpsuite.errors import UserError
+from dpsuite.results.store import replace_atomically
 
 MANIFEST = ".dpsuite-files.json"
 

@@ -1,6 +1,6 @@
 """The results schema: the name, unit, type and meaning of every run.json key and CSV column.
 
-The writer (the training loop, the launcher), the loader (``suite.results.load``), the reports,
+The writer (the training loop, the launcher), the loader (``dpsuite.results.load``), the reports,
 ``dpsuite compare`` and the tests all take names from here. Units: ``s`` seconds, ``fraction``
 0..1 (accuracy included: the report prints it as %), ``bytes``, ``MiB`` (2^20 bytes),
 ``samples/s``, ``TFLOP/s``; ``count`` for integers that count things; empty when unitless.
@@ -188,7 +188,7 @@ GRAD_NOISE_SCALE = _fields(
     ("method", "", "str", "ranks, micro_batches or halves"),
 )
 
-# Columns `suite.results.load` adds to the run.json keys.
+# Columns `dpsuite.results.load` adds to the run.json keys.
 LOADED = _fields(("run_dir", "", "str", "the run's directory"))
 
 # run.json `hardware` (the fingerprint; `hardware.*` columns of the loaded frame).
@@ -252,7 +252,7 @@ OPTIONAL_EPOCH_COLUMNS = ("grad_noise_scale", "gns_grad_sq", "gns_trace")
 # What makes two runs on different machines "the same configuration" (dpsuite compare).
 COMPARE_KEY = ("workload", "workers", "per_worker_batch", "lr_rule", "precision", "sync_label")
 
-# The columns of a report's summary.csv, in order (columns of `suite.results.load`'s frame).
+# The columns of a report's summary.csv, in order (columns of `dpsuite.results.load`'s frame).
 SUMMARY_COLUMNS = (
     "run_id",
     "status",
@@ -328,7 +328,7 @@ def names(fields: tuple[Field, ...]) -> list[str]:
 
 
 def lookup(column: str) -> Field | None:
-    """The field of a column of ``suite.results.load``'s frame (run key or metric, with a
+    """The field of a column of ``dpsuite.results.load``'s frame (run key or metric, with a
     ``grad_noise_scale.`` or ``hardware.`` prefix where it has one)."""
     if column.startswith("grad_noise_scale."):
         return next((f for f in GRAD_NOISE_SCALE if f.name == column.split(".", 1)[1]), None)
@@ -362,7 +362,7 @@ TIMESTAMP_COLUMNS = ("started_at", "finished_at", "heartbeat_at")
 
 def column_units(columns) -> dict[str, dict[str, str]]:
     """``{"units": {column: unit}, "meanings": {column: meaning}}`` for the columns of
-    ``suite.results.load``'s frame that the schema describes (``config.*`` keys are described
+    ``dpsuite.results.load``'s frame that the schema describes (``config.*`` keys are described
     by ``dpsuite run --help``)."""
     known = {c: f for c in columns if (f := lookup(str(c))) is not None}
     return {

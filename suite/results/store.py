@@ -21,8 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from suite.errors import ResultsWriteError
-from suite.results import schema
+from dpsuite.errors import ResultsWriteError
+from dpsuite.results import schema
 
 SCHEMA_VERSION = 2
 # Inside a results directory, besides one directory per run: attempts that run beside a result

@@ -23,8 +23,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from suite.runtime import rendezvous
-from suite.runtime.ranks import Ranks
+from dpsuite.runtime import rendezvous
+from dpsuite.runtime.ranks import Ranks
 
 
 def slurm_master_env() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from suite.errors import UserError
+from dpsuite.errors import UserError
 
 
 def usable_cores() -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from suite.errors import UserError
+from dpsuite.errors import UserError
 
 MEMINFO = Path("/proc/meminfo")
 SELF_STATUS = Path("/proc/self/status")

@@ -18,10 +18,10 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
-from suite import results
-from suite.conf import compose as preflight
-from suite.engine import data_memo
-from suite.sweep import runner as sweep
+from dpsuite import results
+from dpsuite.conf import compose as preflight
+from dpsuite.engine import data_memo
+from dpsuite.sweep import runner as sweep
 
 DEMO_PRESET = "demo"
 REPORTS_DIR = Path("reports")
@@ -39,7 +39,7 @@ def run_demo(extra: list[str]) -> int:
     seconds["all-reduce benchmark"] = time.perf_counter() - started
     print()
     print(summary_tables(results_dir))
-    from suite.analysis.report.build import build_report
+    from dpsuite.analysis.report.build import build_report
 
     started = time.perf_counter()
     written = build_report(results_dir, REPORTS_DIR / results_dir.name)
@@ -80,7 +80,7 @@ def hardware_tag(overrides: list[str]) -> str | None:
 
 def measure_allreduce(results_dir: Path, tag: str | None) -> int:
     """`dpsuite comm-bench` with the preset's settings, unless the demo measured it before."""
-    from suite.measure import comm_bench
+    from dpsuite.measure import comm_bench
 
     if any((results_dir / "comm_bench").glob(f"*/{results.COMM_BENCH_JSON}")):
         return 0

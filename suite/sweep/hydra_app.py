@@ -22,14 +22,14 @@ from hydra.core.utils import JobReturn
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from suite.conf import schema
-from suite.errors import CommandAborted, ResultsWriteError, UserError, raise_terminated
-from suite.runtime.ranks import ranks_from_env
+from dpsuite.conf import schema
+from dpsuite.errors import CommandAborted, ResultsWriteError, UserError, raise_terminated
+from dpsuite.runtime.ranks import ranks_from_env
 
 schema.register()  # the config groups' options, before Hydra composes anything
 
 if TYPE_CHECKING:
-    from suite.conf.run_spec import RunSpec
+    from dpsuite.conf.run_spec import RunSpec
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def run_job(cfg: DictConfig) -> str:
 
 
 def _resolve(cfg: DictConfig) -> RunSpec | None:
-    from suite.conf.run_spec import resolve
+    from dpsuite.conf.run_spec import resolve
 
     ranks = ranks_from_env()
     try:
@@ -106,7 +106,7 @@ def _resolve(cfg: DictConfig) -> RunSpec | None:
 
 
 def _launch(spec: RunSpec) -> str:
-    from suite.engine.launch import launch
+    from dpsuite.engine.launch import launch
 
     with _terminated_by_sigterm():
         try:
@@ -162,7 +162,7 @@ class ReleaseJobConfig(Callback):
         job_return.hydra_cfg = None
 
 
-@hydra.main(config_path="pkg://suite.conf", config_name="config", version_base=None)
+@hydra.main(config_path="pkg://dpsuite.conf", config_name="config", version_base=None)
 def hydra_main(cfg: DictConfig) -> str:
     return run_job(cfg)
 

@@ -4,14 +4,14 @@
 ``suite/conf/sweep/NAME.yaml`` sets values and a grid (``hydra.sweeper.params``), Hydra's sweeper
 and launcher run the jobs. Around that, this module
 
-* checks every point before any work starts (``suite.conf.compose``);
+* checks every point before any work starts (``dpsuite.conf.compose``);
 * writes ``RESULTS_DIR/sweep.json`` (atomically): preset, overrides, run ids, start and end,
   the status of every run and counts by status, and the SLURM job and log of every run that
   has one, updated as the runs' own run.json files change;
-* resumes for free: run ids are stable, complete runs are skipped by ``suite.engine.launch`` and
+* resumes for free: run ids are stable, complete runs are skipped by ``dpsuite.engine.launch`` and
   everything else (failed, killed half-way, never started) runs again;
 * prints one summary line at the end: complete / diverged / failed / skipped;
-* holds the lock of every results directory it writes (``suite.results.lock``), so that a
+* holds the lock of every results directory it writes (``dpsuite.results.lock``), so that a
   second sweep on the same directory is refused instead of racing this one.
 
 A preset with ``parts`` (``demo``) runs other presets in turn, into ``RESULTS_DIR/<part>/``;
@@ -35,14 +35,14 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from suite import progress
-from suite.conf import compose as preflight
-from suite.errors import ResultsWriteError, UserError
-from suite.results import SCHEMA_VERSION, now_iso, read_json, read_status, write_json_atomic
-from suite.results import lock as results_lock
-from suite.runtime.ranks import ranks_from_env
-from suite.sweep import hydra_app, slurm
-from suite.sweep.hydra_app import SubmittedJob
+from dpsuite import progress
+from dpsuite.conf import compose as preflight
+from dpsuite.errors import ResultsWriteError, UserError
+from dpsuite.results import SCHEMA_VERSION, now_iso, read_json, read_status, write_json_atomic
+from dpsuite.results import lock as results_lock
+from dpsuite.runtime.ranks import ranks_from_env
+from dpsuite.sweep import hydra_app, slurm
+from dpsuite.sweep.hydra_app import SubmittedJob
 
 MANIFEST = "sweep.json"
 MANIFEST_SCHEMA = 1
@@ -83,7 +83,7 @@ class Sweep:
     A run's status in the sweep is what its own run.json says (once that file differs from the
     one found when the sweep started, so that an earlier attempt's record never counts), whether
     the run ran in this process, in spawned workers or in a SLURM job (``refresh``). This is the
-    ``SweepObserver`` of ``suite.sweep.hydra_app``.
+    ``SweepObserver`` of ``dpsuite.sweep.hydra_app``.
     """
 
     preset: str | None
@@ -120,7 +120,7 @@ class Sweep:
             sweep.run_dirs.setdefault(spec.run_id, spec.run_dir)
             sweep.specs.setdefault(spec.run_id, spec)
         if plan.launcher.slurm and ranks_from_env() is None:
-            from suite.sweep import slurm_launcher
+            from dpsuite.sweep import slurm_launcher
 
             slurm_launcher.check(plan.launcher.params, plan.specs)
         return sweep
@@ -129,7 +129,7 @@ class Sweep:
     def mark_existing(self) -> int:
         """Note every run.json as found (complete runs will be skipped); returns how many are
         complete."""
-        from suite.engine.launch import reusable
+        from dpsuite.engine.launch import reusable
 
         for run_id, run_dir in self.run_dirs.items():
             self.baseline[run_id] = _digest(_read_bytes(run_dir / "run.json"))

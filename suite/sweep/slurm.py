@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from suite.errors import UserError
+from dpsuite.errors import UserError
 
 COMMAND_TIMEOUT_S = 30
 # A job in one of these states may still run (or is still ending) on its node.

@@ -8,7 +8,7 @@ dpsuite's own submission and monitoring:
   timings are never shared with another job);
 * every submission error, and a request SLURM can never schedule, ends the command with one
   line; ``sbatch --test-only`` checks the request before the sweep starts;
-* jobs are followed through ``squeue``/``sacct`` (``suite.sweep.slurm``) and the runs through
+* jobs are followed through ``squeue``/``sacct`` (``dpsuite.sweep.slurm``) and the runs through
   their own run.json (the sweep's ``SweepObserver``): a job that ends without a final status
   (killed, cancelled, out of time, lost) has its run marked failed with the reason within a poll
   or two, and the sweep goes on;
@@ -28,12 +28,12 @@ from typing import Any
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
-from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
 
-from suite import progress
-from suite.errors import CommandAborted, ResultsWriteError, UserError
-from suite.sweep import hydra_app, slurm
-from suite.sweep.hydra_app import SubmittedJob, SweepObserver
+from dpsuite import progress
+from dpsuite.errors import CommandAborted, ResultsWriteError, UserError
+from dpsuite.sweep import hydra_app, slurm
+from dpsuite.sweep.hydra_app import SubmittedJob, SweepObserver
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
 
 # Keys of conf/hydra/launcher/slurm.yaml that submitit knows under their generic names (the
 # others go to its SLURM executor as slurm_<key>), and dpsuite's own keys.

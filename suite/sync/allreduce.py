@@ -7,8 +7,8 @@ from typing import ClassVar
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite.sync.base import SyncStrategy, ddp_wrap
-from suite.sync.counter import ring_wire_bytes
+from dpsuite.sync.base import SyncStrategy, ddp_wrap
+from dpsuite.sync.counter import ring_wire_bytes
 
 
 class AllReduce(SyncStrategy):

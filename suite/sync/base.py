@@ -9,7 +9,7 @@ class. Per step the loop does::
     strategy.after_step(model)          # parameter exchange after the step (model averaging)
     strategy.counter.end_step()         # file this step's bytes, operations, waiting time
 
-Adding a strategy: a module with its config and class, and one line in `suite.sync.STRATEGIES`.
+Adding a strategy: a module with its config and class, and one line in `dpsuite.sync.STRATEGIES`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite.runtime.host import wait_for_device
-from suite.sync.config import SyncConfig
-from suite.sync.counter import CommCounter
-from suite.sync.hooks import CommHook
+from dpsuite.runtime.host import wait_for_device
+from dpsuite.sync.config import SyncConfig
+from dpsuite.sync.counter import CommCounter
+from dpsuite.sync.hooks import CommHook
 
 
 def ddp_wrap(model: nn.Module, device: torch.device, bucket_cap_mb: float) -> DDP:

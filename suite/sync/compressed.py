@@ -7,8 +7,8 @@ from typing import ClassVar
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-from suite.sync.base import SyncStrategy, ddp_wrap
-from suite.sync.hooks import CommHook, Hook, counted_allreduce
+from dpsuite.sync.base import SyncStrategy, ddp_wrap
+from dpsuite.sync.hooks import CommHook, Hook, counted_allreduce
 
 
 class HalfPrecisionCompression(SyncStrategy):

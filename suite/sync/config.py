@@ -71,7 +71,7 @@ class PowerSGDConfig(SyncConfig):
             )
 
 
-# name -> config; the strategies of the same names are `suite.sync.STRATEGIES`
+# name -> config; the strategies of the same names are `dpsuite.sync.STRATEGIES`
 CONFIGS: dict[str, type[SyncConfig]] = {
     "allreduce": SyncConfig,
     "param_server": SyncConfig,

@@ -1,7 +1,7 @@
 """DDP communication hooks as (state, function) pairs that wrappers can wrap before registration.
 
 DDP takes one hook per model, so every strategy hands its hook to the training loop instead of
-registering it: the loop may wrap it (`suite.measure.comm_timer` times it) and registers the
+registering it: the loop may wrap it (`dpsuite.measure.comm_timer` times it) and registers the
 result. Byte counting sits inside each strategy's hook, at the tensor actually communicated.
 """
 
@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-from suite.sync.counter import CommCounter, ring_wire_bytes
+from dpsuite.sync.counter import CommCounter, ring_wire_bytes
 
 Hook = Callable[[Any, dist.GradBucket], torch.futures.Future]
 

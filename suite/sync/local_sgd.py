@@ -18,10 +18,10 @@ from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook as po
 from torch.distributed.algorithms.model_averaging import averagers
 from torch.distributed.algorithms.model_averaging import utils as averaging
 
-from suite.sync.base import SyncStrategy, ddp_wrap
-from suite.sync.config import LocalSGDConfig
-from suite.sync.counter import CommCounter, ring_wire_bytes
-from suite.sync.hooks import CommHook, Hook, tensor_bytes
+from dpsuite.sync.base import SyncStrategy, ddp_wrap
+from dpsuite.sync.config import LocalSGDConfig
+from dpsuite.sync.counter import CommCounter, ring_wire_bytes
+from dpsuite.sync.hooks import CommHook, Hook, tensor_bytes
 
 
 class LocalSGD(SyncStrategy):

@@ -15,8 +15,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from suite.sync.base import SyncStrategy
-from suite.sync.hooks import tensor_bytes
+from dpsuite.sync.base import SyncStrategy
+from dpsuite.sync.hooks import tensor_bytes
 
 
 class ParameterServer(SyncStrategy):

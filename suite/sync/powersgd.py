@@ -8,10 +8,10 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
 
-from suite.sync.base import SyncStrategy, ddp_wrap
-from suite.sync.config import PowerSGDConfig
-from suite.sync.counter import CommCounter, ring_wire_bytes
-from suite.sync.hooks import CommHook, Hook
+from dpsuite.sync.base import SyncStrategy, ddp_wrap
+from dpsuite.sync.config import PowerSGDConfig
+from dpsuite.sync.counter import CommCounter, ring_wire_bytes
+from dpsuite.sync.hooks import CommHook, Hook
 
 # powerSGD_hook's collectives per bucket once compression has started: the uncompressed
 # tensors (issued even when empty), then the Ps, then the Qs.

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from suite.sync.allreduce import AllReduce
-from suite.sync.base import SyncStrategy
-from suite.sync.compressed import BF16Compression, FP16Compression
-from suite.sync.config import SyncConfig
-from suite.sync.local_sgd import LocalSGD
-from suite.sync.param_server import ParameterServer
-from suite.sync.powersgd import PowerSGD
+from dpsuite.sync.allreduce import AllReduce
+from dpsuite.sync.base import SyncStrategy
+from dpsuite.sync.compressed import BF16Compression, FP16Compression
+from dpsuite.sync.config import SyncConfig
+from dpsuite.sync.local_sgd import LocalSGD
+from dpsuite.sync.param_server import ParameterServer
+from dpsuite.sync.powersgd import PowerSGD
 
 STRATEGIES: dict[str, type[SyncStrategy]] = {
     s.name: s

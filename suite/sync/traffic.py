@@ -9,8 +9,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from suite.runtime import distributed
-from suite.sync.base import SyncStrategy
+from dpsuite.runtime import distributed
+from dpsuite.sync.base import SyncStrategy
 
 
 def all_ranks(values: list[float], device: torch.device) -> list[list[float]]:
@@ -34,7 +34,7 @@ def all_ranks_objects(value: Any) -> list[Any]:
 def sync_metrics(strategy: SyncStrategy, net: nn.Module, device: torch.device) -> dict[str, Any]:
     """run.json metrics of the strategy; called on every rank (it gathers).
 
-    Bytes are sent on the wire by one rank per training step (`suite.sync.counter`): a worker's
+    Bytes are sent on the wire by one rank per training step (`dpsuite.sync.counter`): a worker's
     (the busiest), and for the parameter server also the server's. With one process nothing is
     communicated and everything is 0.
     """

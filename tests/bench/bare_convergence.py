@@ -40,7 +40,7 @@ MOMENTUM, WEIGHT_DECAY, CHECK_EVERY = 0.9, 5e-4, 10
 def cache_file() -> Path:
     cache = Path(os.environ.get("DPSUITE_CACHE_DIR", "~/.cache/dpsuite")).expanduser()
     sys.path.insert(0, str(REPO))
-    from workloads.mnist_1d import cache_path, generation_args, load_or_generate
+    from dpsuite.workloads.mnist_1d import cache_path, generation_args, load_or_generate
 
     load_or_generate(cache, NUM_SAMPLES, DATA_SEED)  # no-op when cached
     return cache_path(cache, generation_args(NUM_SAMPLES, DATA_SEED))
@@ -132,7 +132,15 @@ def timed(cmd: list[str], **kw) -> tuple[float, float]:
 def preset_time(results_dir: Path, seed: int = 0, threads: int = 1) -> tuple[float, float]:
     """Wall and CPU time of `dpsuite sweep convergence_budget seed=SEED` in a fresh process."""
     return timed(
-        [sys.executable, "-m", "suite", "sweep", "convergence_budget", f"seed={seed}", "force=true"]
+        [
+            sys.executable,
+            "-m",
+            "dpsuite",
+            "sweep",
+            "convergence_budget",
+            f"seed={seed}",
+            "force=true",
+        ]
         + [f"threads_per_worker={threads}", f"results_dir={results_dir}"],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},

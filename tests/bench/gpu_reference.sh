@@ -35,19 +35,19 @@ stage() {  # stage NAME TIMEOUT_S COMMAND...: run one stage, note its wall time 
 }
 
 stage "1. world size 1 on NCCL/CUDA" 180 \
-    torchrun --standalone --nproc_per_node=1 -m suite run workload=mnist1d_mlp backend=nccl \
+    torchrun --standalone --nproc_per_node=1 -m dpsuite run workload=mnist1d_mlp backend=nccl \
     train.epochs=2 "${COMMON[@]}"
 
 stage "2. comm-bench on NCCL" 120 \
-    python3 -m suite comm-bench --workers 1 --backend nccl --sizes 1K:256M --iters 20 \
+    python3 -m dpsuite comm-bench --workers 1 --backend nccl --sizes 1K:256M --iters 20 \
     --dtype bf16 --tag "$TAG" --results-dir "$OUT"
 
 stage "3a. cifar_resnet bf16 throughput and MFU" 180 \
-    python3 -m suite run workload=cifar_resnet precision=bf16 batch.per_worker=256 \
+    python3 -m dpsuite run workload=cifar_resnet precision=bf16 batch.per_worker=256 \
     workload.num_samples=20000 train.epochs=1 train.max_steps=60 train.eval_at_start=false \
     timing.warmup_steps=10 "${COMMON[@]}"
 stage "3b. tiny_gpt (GPT-2 small sized) bf16 throughput and MFU" 180 \
-    python3 -m suite run workload=tiny_gpt precision=bf16 batch.per_worker=32 \
+    python3 -m dpsuite run workload=tiny_gpt precision=bf16 batch.per_worker=32 \
     workload.depth=12 workload.width=768 workload.heads=12 workload.context=512 \
     workload.num_samples=8000 train.epochs=1 train.max_steps=60 train.eval_at_start=false \
     timing.warmup_steps=10 "${COMMON[@]}"
@@ -55,24 +55,24 @@ stage "3b. tiny_gpt (GPT-2 small sized) bf16 throughput and MFU" 180 \
 MODELS=(workers=1 "hardware.tag=$TAG" "hardware.peak_tflops=$PEAK")
 if python3 -c "import torchvision" 2>/dev/null; then
     stage "4. scaling_models on one GPU" 300 \
-        python3 -m suite sweep scaling_models "${MODELS[@]}" "results_dir=$OUT/scaling_models"
+        python3 -m dpsuite sweep scaling_models "${MODELS[@]}" "results_dir=$OUT/scaling_models"
 else
     echo "torchvision is not importable: GPT-2 124M only"
     stage "4. scaling_models (GPT-2 124M) on one GPU" 300 \
-        python3 -m suite sweep scaling_models_gpt2 "${MODELS[@]}" \
+        python3 -m dpsuite sweep scaling_models_gpt2 "${MODELS[@]}" \
         "results_dir=$OUT/scaling_models/gpt2"
 fi
 
 python3 - "$OUT" <<'PY'
 import sys
-from suite import results
+from dpsuite import results
 runs = results.load(sys.argv[1])
 cols = ["workload", "precision", "backend", "device", "global_batch", "samples_per_s",
         "tokens_per_s", "step_time_s", "flops_per_sample", "model_tflops_per_device", "mfu",
         "peak_cuda_allocated_mib", "status"]
 print(runs[[c for c in cols if c in runs]].to_string(index=False))
 PY
-stage "report" 120 python3 -m suite report results/reference --out reports/reference
+stage "report" 120 python3 -m dpsuite report results/reference --out reports/reference
 if ((${#FAILED[@]})); then
     printf 'failed: %s\n' "${FAILED[@]}"
     exit 1

@@ -1,11 +1,11 @@
 """The suite's training step against a bare DDP step, in the same processes, interleaved.
 
-Each rank builds the run exactly as ``dpsuite run`` does (``suite.engine.train.setup`` and
+Each rank builds the run exactly as ``dpsuite run`` does (``dpsuite.engine.train.setup`` and
 ``calibrate``) and, beside it, a nanoGPT-like loop on the same workload's model (built with
 the same seed), data and optimizer settings: DDP, SGD, index a batch, forward, backward, step.
 After warm-up, blocks of ``k`` steps alternate between the two (bare-suite, suite-bare, ...)
 until the time budget is spent; each block starts at a barrier. The suite's block is the
-training loop's own step (``suite.engine.train.loop_step``: LR from the plan, probes, timers,
+training loop's own step (``dpsuite.engine.train.loop_step``: LR from the plan, probes, timers,
 gradient noise scale, the loss's cross-rank check when due); evaluations are left out of both.
 A block's wall time is the slowest rank's; its CPU time is user + system of all ranks.
 ``k`` is a multiple of the probes' periods where that keeps blocks near the target length, so
@@ -26,10 +26,10 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite.conf.run_spec import RunSpec
-from suite.engine.train import Run, calibrate, loop_step, setup
-from suite.runtime import distributed as dd
-from suite.runtime.distributed import Ranks
+from dpsuite.conf.run_spec import RunSpec
+from dpsuite.engine.train import Run, calibrate, loop_step, setup
+from dpsuite.runtime import distributed as dd
+from dpsuite.runtime.distributed import Ranks
 from tests.bench.overhead_stats import Block, block_order
 
 MAX_PERIOD_STRETCH = 4  # blocks may grow to this many times the target to hold whole periods

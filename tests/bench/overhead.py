@@ -110,7 +110,7 @@ def suite_samples_per_s(
         [
             sys.executable,
             "-m",
-            "suite",
+            "dpsuite",
             "run",
             *overrides,
             *args,
@@ -125,7 +125,7 @@ def suite_samples_per_s(
 
 
 def suite_busbw(tmp: Path, env: dict[str, str]) -> dict[int, float]:
-    from suite import results
+    from dpsuite import results
 
     out = tmp / f"bench-{len(list(tmp.glob('bench-*')))}"
     sizes = ",".join(f"{m}M" for m in SIZES_MIB)
@@ -133,7 +133,7 @@ def suite_busbw(tmp: Path, env: dict[str, str]) -> dict[int, float]:
         [
             sys.executable,
             "-m",
-            "suite",
+            "dpsuite",
             "comm-bench",
             "--workers",
             str(WORKERS),
@@ -193,10 +193,10 @@ def measure_training(
 
 def interleaved_case(overrides: list[str], plan: Plan, tmp: Path) -> tuple[int, Summary]:
     """Steps per block and the summary of one case, its ranks spawned as `dpsuite run` does."""
-    from suite.conf.compose import compose_config
-    from suite.conf.run_spec import resolve
-    from suite.engine import data_memo
-    from suite.runtime import distributed as dd
+    from dpsuite.conf.compose import compose_config
+    from dpsuite.conf.run_spec import resolve
+    from dpsuite.engine import data_memo
+    from dpsuite.runtime import distributed as dd
     from tests.bench import interleaved
 
     spec = resolve(compose_config(overrides))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from suite.analysis.report import stats
+from dpsuite.analysis.report import stats
 
 BOOTSTRAP_RESAMPLES = 4000
 
@@ -59,7 +59,7 @@ def median_interval(
     values: np.ndarray, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES
 ) -> tuple[float, float, float]:
     """The median of ``values`` and its percentile-bootstrap 95 % interval (fixed seed), as
-    the reports compute a repeated point's (`suite.analysis.report.stats`)."""
+    the reports compute a repeated point's (`dpsuite.analysis.report.stats`)."""
     if values.size == 0:
         raise ValueError("no values")
     low, high = stats.median_ci(values, seed, resamples)

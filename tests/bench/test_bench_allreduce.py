@@ -15,8 +15,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from suite.runtime import distributed
-from suite.runtime.ranks import Ranks
+from dpsuite.runtime import distributed
+from dpsuite.runtime.ranks import Ranks
 
 SIZES = {"64KiB": 2**16, "1MiB": 2**20, "16MiB": 2**24}
 ROUNDS, WARMUP = 20, 3

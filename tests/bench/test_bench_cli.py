@@ -21,7 +21,7 @@ def run_python(*args: str) -> None:
 @pytest.mark.parametrize(
     "what,args",
     [
-        ("run_help", ("-m", "suite", "run", "--help")),
+        ("run_help", ("-m", "dpsuite", "run", "--help")),
         ("import_torch", ("-c", "import torch")),
         ("python", ("-c", "pass")),
     ],

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-import workloads
-from suite.optim.precision import Precision
+from dpsuite import workloads
+from dpsuite.optim.precision import Precision
 
 # workload -> (parameters, batch): the default models, small datasets (size does not matter here)
 CASES = {

@@ -5,7 +5,7 @@ most 1.3; it is reported (benchmark extra_info and stdout), not asserted: timing
 machine and on what else runs on it.
 """
 
-from suite.conf.compose import plan
+from dpsuite.conf.compose import plan
 from tests.bench import bare_convergence as bare
 
 

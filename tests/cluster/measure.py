@@ -25,7 +25,7 @@ TINY = ["workload.num_samples=2000", "train.max_steps=20", "workers=1,2"]
 
 def dpsuite(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "suite", "run", "-m", *args],
+        [sys.executable, "-m", "dpsuite", "run", "-m", *args],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

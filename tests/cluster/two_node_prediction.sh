@@ -16,10 +16,10 @@ WORKLOADS=workload=tiny_gpt,mnist1d_mlp
 
 bash tests/cluster/slurm2.sh start
 eval "$(bash tests/cluster/slurm2.sh env)"
-"$PY" -m suite comm-bench --workers 2 --sizes 64K:16M -f 4 --tag "$TAG" --results-dir "$OUT"
-srun -N2 -n2 --kill-on-bad-exit=1 "$PY" -m suite comm-bench --sizes 64K:16M -f 4 --tag "$TAG" \
+"$PY" -m dpsuite comm-bench --workers 2 --sizes 64K:16M -f 4 --tag "$TAG" --results-dir "$OUT"
+srun -N2 -n2 --kill-on-bad-exit=1 "$PY" -m dpsuite comm-bench --sizes 64K:16M -f 4 --tag "$TAG" \
     --results-dir "$OUT"
-"$PY" -m suite run -m "$WORKLOADS" workers=1 "${STEPS[@]}" "results_dir=$OUT"
-"$PY" -m suite run -m hydra/launcher=slurm hydra.launcher.nodes=2 hydra.launcher.poll_s=1 \
+"$PY" -m dpsuite run -m "$WORKLOADS" workers=1 "${STEPS[@]}" "results_dir=$OUT"
+"$PY" -m dpsuite run -m hydra/launcher=slurm hydra.launcher.nodes=2 hydra.launcher.poll_s=1 \
     "$WORKLOADS" workers=2 "${STEPS[@]}" "results_dir=$OUT"
-"$PY" -m suite predict "$OUT" --out "$OUT/prediction"
+"$PY" -m dpsuite predict "$OUT" --out "$OUT/prediction"

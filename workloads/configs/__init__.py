@@ -1,20 +1,21 @@
 """The built-in workloads' configs by name, importing no torch.
 
 Composing a config, `dpsuite run --help` and shell completion need only these; the workloads
-themselves (``workloads.REGISTRY``: name -> ``Workload`` class, each carrying its ``Config``)
+themselves (``dpsuite.workloads.REGISTRY``: name -> ``Workload`` class, each carrying its
+``Config``)
 load torch and are imported when a run starts.
 """
 
 from __future__ import annotations
 
-from workloads.configs.base import RECIPE_FIELDS, WorkloadConfig
-from workloads.configs.cifar_resnet import CIFARResNetConfig
-from workloads.configs.gpt2 import GPT2Config
-from workloads.configs.mnist_1d import MNIST1DCNNConfig, MNIST1DMLPConfig
-from workloads.configs.tiny_gpt import TinyGPTConfig
-from workloads.configs.vision import TorchvisionConfig
+from dpsuite.workloads.configs.base import RECIPE_FIELDS, WorkloadConfig
+from dpsuite.workloads.configs.cifar_resnet import CIFARResNetConfig
+from dpsuite.workloads.configs.gpt2 import GPT2Config
+from dpsuite.workloads.configs.mnist_1d import MNIST1DCNNConfig, MNIST1DMLPConfig
+from dpsuite.workloads.configs.tiny_gpt import TinyGPTConfig
+from dpsuite.workloads.configs.vision import TorchvisionConfig
 
-# name -> config, in the order of `workloads.REGISTRY`
+# name -> config, in the order of `dpsuite.workloads.REGISTRY`
 CONFIGS: dict[str, type[WorkloadConfig]] = {
     c.name: c
     for c in (

@@ -1,12 +1,12 @@
 """The ResNet-18 workload's config and its check of a local CIFAR-10 copy
-(``workloads.cifar_resnet`` builds the model and reads the data)."""
+(``dpsuite.workloads.cifar_resnet`` builds the model and reads the data)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workloads.configs.base import WorkloadConfig
+from dpsuite.workloads.configs.base import WorkloadConfig
 
 TRAIN_FILES = [f"data_batch_{i}.bin" for i in range(1, 6)]
 TEST_FILE = "test_batch.bin"

@@ -1,4 +1,4 @@
-"""The GPT-2-class workload's config: its published sizes and free knobs (``workloads.gpt2``
+"""The GPT-2-class workload's config: its published sizes and free knobs (``dpsuite.workloads.gpt2``
 builds the model and the tokens)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workloads.configs.base import WorkloadConfig
+from dpsuite.workloads.configs.base import WorkloadConfig
 
 # GPT-2's published sizes (Radford et al. 2019): layers, width, heads.
 SIZES = {

@@ -1,4 +1,4 @@
-"""The MNIST-1D workloads' configs (``workloads.mnist_1d`` builds their models and data)."""
+"""The MNIST-1D workloads' configs (``dpsuite.workloads.mnist_1d`` builds their models and data)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from workloads.configs.base import WorkloadConfig
+from dpsuite.workloads.configs.base import WorkloadConfig
 
 # The generator's arguments as mnist1d's `get_dataset_args()` gives them (mnist1d 0.0.2), less
 # the URL of its pickled copy (never used: we only generate). Written out rather than read at

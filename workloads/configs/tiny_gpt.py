@@ -1,11 +1,12 @@
-"""The small GPT workload's config (``workloads.tiny_gpt`` builds the model and the tokens)."""
+"""The small GPT workload's config (``dpsuite.workloads.tiny_gpt`` builds the model and the
+tokens)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workloads.configs.base import WorkloadConfig
+from dpsuite.workloads.configs.base import WorkloadConfig
 
 
 @dataclass

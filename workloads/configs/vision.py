@@ -1,5 +1,5 @@
 """The torchvision workload's config, and whether torchvision can be used here
-(``workloads.vision`` builds the model and the images)."""
+(``dpsuite.workloads.vision`` builds the model and the images)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from workloads.configs.base import WorkloadConfig
+from dpsuite.workloads.configs.base import WorkloadConfig
 
 INSTALL_HINT = "workload=torchvision needs torchvision: pip install 'dpsuite[vision]'"
 

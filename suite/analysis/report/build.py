@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.analysis.report import data, headline, meta, render, studies
-from suite.analysis.report.output import FigureWriter, Written, default_out, prepare_out
-from suite.analysis.report.sections import (
+from dpsuite.analysis.report import data, headline, meta, render, studies
+from dpsuite.analysis.report.output import FigureWriter, Written, default_out, prepare_out
+from dpsuite.analysis.report.sections import (
     comm,
     convergence,
     critical_batch,
@@ -25,7 +25,7 @@ from suite.analysis.report.sections import (
     sync,
     time_to_target,
 )
-from suite.results import owned
+from dpsuite.results import owned
 
 # The sections of a report, top to bottom. Steps to target shows, per study, its critical
 # batch and time to target (the topics of `critical_batch` and `time_to_target`).

@@ -15,16 +15,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from suite import results
-from suite.analysis.report import data, render, stats
-from suite.analysis.report.meta import display_path, machines_lines
-from suite.analysis.report.output import FigureWriter, Written, prepare_out
-from suite.analysis.report.section import Section
-from suite.analysis.report.sections import comm as comm_section
-from suite.analysis.report.sections import scaling as scaling_section
-from suite.analysis.report.text import plural
-from suite.errors import UserError
-from suite.results import owned
+from dpsuite import results
+from dpsuite.analysis.report import data, render, stats
+from dpsuite.analysis.report.meta import display_path, machines_lines
+from dpsuite.analysis.report.output import FigureWriter, Written, prepare_out
+from dpsuite.analysis.report.section import Section
+from dpsuite.analysis.report.sections import comm as comm_section
+from dpsuite.analysis.report.sections import scaling as scaling_section
+from dpsuite.analysis.report.text import plural
+from dpsuite.errors import UserError
+from dpsuite.results import owned
 
 # Throughput is compared between runs of one configuration (the seed and repeat do not change
 # it): real workers only (mode=ddp), where samples/s is what the machine delivers.

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from suite.analysis.report import data, stats
+from dpsuite.analysis.report import data, stats
 
 KNEE_FACTOR = 2.0  # "left perfect scaling": more than 2x the perfect-scaling steps
 BAND = (10, 90)  # percentiles of a run's windows that bound its B_simple over training

@@ -1,6 +1,6 @@
 """Load a results tree for a report and derive the tables the plots and findings are drawn from.
 
-Everything here reads results files through `suite.results` only; nothing imports the engine.
+Everything here reads results files through `dpsuite.results` only; nothing imports the engine.
 Problems with single files become warnings (the report goes on); a directory that holds no
 readable results at all is a `UserError`.
 """
@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from suite import results
-from suite.analysis.report import stats
-from suite.errors import UserError
-from suite.optim.lr_rules import RULES
-from suite.results import owned
+from dpsuite import results
+from dpsuite.analysis.report import stats
+from dpsuite.errors import UserError
+from dpsuite.optim.lr_rules import RULES
+from dpsuite.results import owned
 
 RUN_COLUMNS = list(results.schema.SUMMARY_COLUMNS)
 TEXT_COLUMNS = {
@@ -532,6 +532,6 @@ def write_summary(summary: pd.DataFrame, out: Path) -> None:
         import pyarrow  # noqa: F401
     except ImportError:
         return
-    from suite.results.export.parquet_files import write_frame
+    from dpsuite.results.export.parquet_files import write_frame
 
     write_frame(summary, out / "summary.parquet")

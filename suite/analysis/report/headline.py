@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.analysis.report.render import HEADLINE_MAX
+from dpsuite.analysis.report.render import HEADLINE_MAX
 
 # The suite's two questions first (how far the batch grows, how far it scales and why), then
 # the deeper convergence answers; five at most, so the later ones give way.

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.analysis.report import data
-from suite.analysis.report.text import plural
+from dpsuite.analysis.report import data
+from dpsuite.analysis.report.text import plural
 
 
 def display_path(path: Path) -> str:

@@ -1,4 +1,4 @@
-"""Where a report goes: its directory (owned by the report, see ``suite.results.owned``), the
+"""Where a report goes: its directory (owned by the report, see ``dpsuite.results.owned``), the
 PNG and SVG of each plot, and what was written."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from suite.analysis.report import plots, render
-from suite.analysis.report.section import Plot
-from suite.errors import UserError
-from suite.results import owned
+from dpsuite.analysis.report import plots, render
+from dpsuite.analysis.report.section import Plot
+from dpsuite.errors import UserError
+from dpsuite.results import owned
 
 
 @dataclass
@@ -25,7 +25,7 @@ def default_out(results_dir: str | Path) -> Path:
 
 def prepare_out(out: Path) -> Path:
     """Create the output directory; what an earlier report wrote there and this one does not
-    is removed at the end by its manifest (``suite.results.owned``), nothing else."""
+    is removed at the end by its manifest (``dpsuite.results.owned``), nothing else."""
     try:
         return owned.begin(out)
     except owned.OutputWriteError as exc:

@@ -1,4 +1,5 @@
-"""One function per plot. Each takes tables from `suite.analysis.report.data` and returns a Figure.
+"""One function per plot. Each takes tables from `dpsuite.analysis.report.data` and returns a
+Figure.
 
 Figures are built with matplotlib's object API on the Agg backend (no display, no global pyplot
 state) and share one style: labelled axes with units, log2 axes for workers and batch sizes, and
@@ -23,10 +24,10 @@ from matplotlib import ticker  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from suite.analysis.report import critical_batch as cb  # noqa: E402
-from suite.analysis.report.text import plain_number  # noqa: E402
-from suite.optim.lr_rules import RULES  # noqa: E402
-from suite.results import owned  # noqa: E402
+from dpsuite.analysis.report import critical_batch as cb  # noqa: E402
+from dpsuite.analysis.report.text import plain_number  # noqa: E402
+from dpsuite.optim.lr_rules import RULES  # noqa: E402
+from dpsuite.results import owned  # noqa: E402
 
 DPI = 110
 STYLE = {

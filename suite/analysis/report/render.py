@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.results import owned
+from dpsuite.results import owned
 
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 1100px;

@@ -1,6 +1,6 @@
 """What one topic of a report contributes: its findings, plots, tables and headline candidates.
 
-Each module of `suite.analysis.report.sections` is one topic (scaling, the all-reduce, steps to
+Each module of `dpsuite.analysis.report.sections` is one topic (scaling, the all-reduce, steps to
 target, ...) and exposes ``section(context) -> Section``, ``TOPIC`` (the heading its findings
 are filed under) and ``PLOTS`` (the names of the PNGs it may write, before any study suffix).
 `build` lists the sections in the order the report shows them.
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from matplotlib.figure import Figure
 
-from suite.analysis.report import render
+from dpsuite.analysis.report import render
 
 
 @dataclass

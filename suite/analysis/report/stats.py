@@ -1,5 +1,5 @@
 """Medians of repeated measurements with percentile-bootstrap confidence intervals, and
-nearest-rank percentiles (a value that was measured, as `suite.measure.step_timer` takes them).
+nearest-rank percentiles (a value that was measured, as `dpsuite.measure.step_timer` takes them).
 
 A scaling point is measured `repeat` times; its throughput is the median of the repeats and its
 interval the bootstrap interval of that median. A ratio between two machines resamples each

@@ -1,6 +1,6 @@
 """Synchronization strategies side by side: their table, plots and findings.
 
-Reads the run frame of `suite.analysis.report.data` only. A comparison group is the complete DDP
+Reads the run frame of `dpsuite.analysis.report.data` only. A comparison group is the complete DDP
 runs of one machine, workload, per-worker batch, precision, LR rule and training budget; it is shown
 when it holds a run of a strategy other than all-reduce.
 """
@@ -14,9 +14,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from suite.analysis.report import data
-from suite.analysis.report.plots import log2_axis, plain_log_axis, series_color, styled
-from suite.analysis.report.text import human_bytes, pct
+from dpsuite.analysis.report import data
+from dpsuite.analysis.report.plots import log2_axis, plain_log_axis, series_color, styled
+from dpsuite.analysis.report.text import human_bytes, pct
 
 REFERENCE = "allreduce"
 SYNC_KEY = [
@@ -71,7 +71,7 @@ def strategy_order(sync: str, recorded: float | None = None) -> int:
     for results written before they did, the registry's (unknown ones last)."""
     if recorded is not None and not math.isnan(recorded):
         return int(recorded)
-    from suite.sync import STRATEGIES  # only for older results: it imports torch
+    from dpsuite.sync import STRATEGIES  # only for older results: it imports torch
 
     names = list(STRATEGIES)
     return names.index(sync) if sync in names else len(names)

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from suite.analysis import scaling
-from suite.analysis.report import critical_batch as cb
-from suite.analysis.report import data
-from suite.analysis.report import target_study as ts
-from suite.analysis.report import time_to_target as ttt
-from suite.analysis.report.text import plural
+from dpsuite.analysis import scaling
+from dpsuite.analysis.report import critical_batch as cb
+from dpsuite.analysis.report import data
+from dpsuite.analysis.report import target_study as ts
+from dpsuite.analysis.report import time_to_target as ttt
+from dpsuite.analysis.report.text import plural
 
 Groups = list[tuple[str, pd.DataFrame]]
 

@@ -24,7 +24,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from suite.analysis.report import data
+from dpsuite.analysis.report import data
 
 GRID_RULE = "power"  # the rule whose exponent is swept to search for the best LR
 BASE_SETTING = "every rule (base LR)"  # the runs at the base batch, where the rules agree

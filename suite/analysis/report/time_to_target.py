@@ -5,7 +5,7 @@ With N workers of per-worker batch b, time to target = step time of (workload, N
 the target at global batch N·b, for each LR rule and for the LR oracle (`target_study`). The
 step time is measured where this machine's scaling runs have the point (median over the
 complete DDP all-reduce runs), and predicted by the scaling model fitted to this machine
-(`suite.analysis.scaling`) elsewhere. Per-worker batches are those the scaling runs measured,
+(`dpsuite.analysis.scaling`) elsewhere. Per-worker batches are those the scaling runs measured,
 so the model only ever extrapolates in worker count. Training steps only: evaluations and
 start-up are not counted.
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from suite.analysis import scaling
+from dpsuite.analysis import scaling
 
 ORACLE = "oracle"  # the curve of the best LR per batch
 MEASURED, OVERSUBSCRIBED, MODEL = "measured", "oversubscribed", "model"  # a step time's source

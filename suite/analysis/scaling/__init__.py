@@ -18,7 +18,7 @@ backward pass does not hide (+ a measured per-step overhead).
 * ``output``: what `dpsuite predict` prints and writes.
 """
 
-from suite.analysis.scaling.fit import Fit, fit_all
-from suite.analysis.scaling.model import DEFAULT_WORKERS, ScalingModel
+from dpsuite.analysis.scaling.fit import Fit, fit_all
+from dpsuite.analysis.scaling.model import DEFAULT_WORKERS, ScalingModel
 
 __all__ = ["DEFAULT_WORKERS", "Fit", "ScalingModel", "fit_all"]

@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from suite.analysis.scaling.topology import Link, Topology
+from dpsuite.analysis.scaling.topology import Link, Topology
 
 NCCL_MODEL_VERSION = "2.8.4"  # the release whose src/graph/tuning.cc the constants below are
 PROTOCOLS = ("LL", "LL128", "Simple")

@@ -25,17 +25,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from suite.analysis.scaling.allreduce_cost import NCCL_MODEL_VERSION, Library, parse_version
-from suite.analysis.scaling.compute import fit_compute_model
-from suite.analysis.scaling.model import (
+from dpsuite.analysis.scaling.allreduce_cost import NCCL_MODEL_VERSION, Library, parse_version
+from dpsuite.analysis.scaling.compute import fit_compute_model
+from dpsuite.analysis.scaling.model import (
     BYTES_PER_PARAM,
     DEFAULT_BUCKET_MB,
     MIB,
     Overheads,
     ScalingModel,
 )
-from suite.analysis.scaling.tensors import tensor_numels
-from suite.analysis.scaling.topology import Link, Topology
+from dpsuite.analysis.scaling.tensors import tensor_numels
+from dpsuite.analysis.scaling.topology import Link, Topology
 
 
 def _relative_lstsq(design: np.ndarray, y: np.ndarray, t: np.ndarray) -> Link:
@@ -160,7 +160,7 @@ def _library(runs: pd.DataFrame) -> Library:
 def step_samples(single: pd.DataFrame) -> tuple[float, ...]:
     """One worker's measured step times, each run's divided by its own mean (the spread, not
     the level, is what carries to other batch sizes)."""
-    from suite.results import load_steps
+    from dpsuite.results import load_steps
 
     pooled: list[float] = []
     for run_dir in single.get("run_dir", pd.Series(dtype=object)).dropna():

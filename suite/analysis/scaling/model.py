@@ -24,10 +24,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from suite.analysis.scaling import allreduce_cost, overlap
-from suite.analysis.scaling.allreduce_cost import Library
-from suite.analysis.scaling.compute import ComputeModel
-from suite.analysis.scaling.topology import Topology
+from dpsuite.analysis.scaling import allreduce_cost, overlap
+from dpsuite.analysis.scaling.allreduce_cost import Library
+from dpsuite.analysis.scaling.compute import ComputeModel
+from dpsuite.analysis.scaling.topology import Topology
 
 MIB = 2**20  # DDP's bucket_cap_mb is in MiB (bucket_bytes_cap = bucket_cap_mb * 1024 * 1024)
 DEFAULT_BUCKET_MB = 25.0  # DDP's default

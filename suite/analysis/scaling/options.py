@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.analysis.scaling import fit
-from suite.analysis.scaling.allreduce_cost import (
+from dpsuite.analysis.scaling import fit
+from dpsuite.analysis.scaling.allreduce_cost import (
     ALGORITHM_NAMES,
     BACKENDS,
     LIBRARIES,
     Library,
     parse_version,
 )
-from suite.analysis.scaling.fit import Fit
-from suite.analysis.scaling.model import DEFAULT_WORKERS, GRAD_DTYPE_BYTES, Overheads
-from suite.analysis.scaling.profiles import Profile
-from suite.errors import UserError
+from dpsuite.analysis.scaling.fit import Fit
+from dpsuite.analysis.scaling.model import DEFAULT_WORKERS, GRAD_DTYPE_BYTES, Overheads
+from dpsuite.analysis.scaling.profiles import Profile
+from dpsuite.errors import UserError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -122,7 +122,7 @@ def node_runs(a: argparse.Namespace) -> pd.DataFrame | None:
         return None
     if not Path(a.node_efficiency_from).is_dir():
         raise UserError(f"results directory not found: {a.node_efficiency_from}")
-    from suite import results
+    from dpsuite import results
 
     return results.load(a.node_efficiency_from)
 

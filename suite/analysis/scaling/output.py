@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.analysis.scaling.allreduce_cost import NCCL_MODEL_VERSION
-from suite.analysis.scaling.fit import Fit
-from suite.analysis.scaling.topology import Link
+from dpsuite.analysis.scaling.allreduce_cost import NCCL_MODEL_VERSION
+from dpsuite.analysis.scaling.fit import Fit
+from dpsuite.analysis.scaling.topology import Link
 
 
 def _link(link: Link) -> str:

@@ -13,19 +13,19 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from suite.analysis.scaling.allreduce_cost import Library
-from suite.analysis.scaling.compute import from_flops, from_throughput
-from suite.analysis.scaling.fit import Fit
-from suite.analysis.scaling.model import (
+from dpsuite.analysis.scaling.allreduce_cost import Library
+from dpsuite.analysis.scaling.compute import from_flops, from_throughput
+from dpsuite.analysis.scaling.fit import Fit
+from dpsuite.analysis.scaling.model import (
     BYTES_PER_PARAM,
     GRAD_DTYPE_BYTES,
     MIB,
     Overheads,
     ScalingModel,
 )
-from suite.analysis.scaling.profiles import Profile
-from suite.analysis.scaling.tensors import tensor_numels
-from suite.errors import UserError
+from dpsuite.analysis.scaling.profiles import Profile
+from dpsuite.analysis.scaling.tensors import tensor_numels
+from dpsuite.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,9 @@ from typing import Any
 
 import yaml
 
-from suite.analysis.scaling.network_payload import Framing, framing
-from suite.analysis.scaling.topology import Link, Topology
-from suite.errors import UserError
+from dpsuite.analysis.scaling.network_payload import Framing, framing
+from dpsuite.analysis.scaling.topology import Link, Topology
+from dpsuite.errors import UserError
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
 

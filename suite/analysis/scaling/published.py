@@ -16,10 +16,10 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from suite.analysis.scaling.allreduce_cost import Library
-from suite.analysis.scaling.compute import from_throughput
-from suite.analysis.scaling.model import GRAD_DTYPE_BYTES, MIB, Overheads, ScalingModel
-from suite.analysis.scaling.profiles import Profile, load_profile
+from dpsuite.analysis.scaling.allreduce_cost import Library
+from dpsuite.analysis.scaling.compute import from_throughput
+from dpsuite.analysis.scaling.model import GRAD_DTYPE_BYTES, MIB, Overheads, ScalingModel
+from dpsuite.analysis.scaling.profiles import Profile, load_profile
 
 PUBLISHED = Path(__file__).with_name("published.yaml")
 TENSORS = Path(__file__).with_name("published_tensors.yaml")

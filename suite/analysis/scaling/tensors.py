@@ -27,7 +27,7 @@ def _plain(value: Any) -> Any:
 
 
 def _built(row: Mapping[str, Any]) -> list[int] | None:
-    from workloads import get_workload
+    from dpsuite.workloads import get_workload
 
     params = {
         k[len(CONFIG_PREFIX) :]: _plain(v)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from suite.analysis.scaling.network_payload import Framing
+from dpsuite.analysis.scaling.network_payload import Framing
 
 
 @dataclass(frozen=True)

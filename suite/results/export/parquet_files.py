@@ -1,8 +1,8 @@
 """`dpsuite export parquet`: runs, evaluations, steps and comm-bench results as Parquet files.
 
-Written beside the results: ``runs.parquet`` (``suite.results.load``: one row per run),
+Written beside the results: ``runs.parquet`` (``dpsuite.results.load``: one row per run),
 ``epochs.parquet`` and ``steps.parquet`` (every run's epochs.csv and steps.csv, with ``run_id``
-and ``group``), ``comm_bench.parquet`` (``suite.results.load_comm_bench``). Columns that mix
+and ``group``), ``comm_bench.parquet`` (``dpsuite.results.load_comm_bench``). Columns that mix
 types (a list in one run, a number in another) are written as JSON text. Every column the
 results schema describes carries its unit and meaning as Arrow field metadata.
 """
@@ -16,10 +16,10 @@ from typing import Any
 
 import pandas as pd
 
-from suite.errors import UserError
-from suite.results import owned, schema
-from suite.results.export.tree import ExportRun, require
-from suite.results.load import load, load_comm_bench
+from dpsuite.errors import UserError
+from dpsuite.results import owned, schema
+from dpsuite.results.export.tree import ExportRun, require
+from dpsuite.results.load import load, load_comm_bench
 
 # pandas' inferred kinds that Parquet stores as they are; anything else becomes JSON text
 PLAIN_KINDS = {"string", "empty", "boolean", "integer", "floating", "mixed-integer-float"}

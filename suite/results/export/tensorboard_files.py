@@ -18,8 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from suite.results import owned
-from suite.results.export.tree import ExportRun, flatten, require, require_runs
+from dpsuite.results import owned
+from dpsuite.results.export.tree import ExportRun, flatten, require, require_runs
 
 HPARAM_TYPES = (bool, int, float, str)
 EVENT_PREFIX = "events.out.tfevents."

@@ -12,9 +12,9 @@ from typing import Any
 
 import pandas as pd
 
-from suite.errors import UserError
-from suite.results.load import load_epochs, load_steps, trusted_runs
-from suite.results.store import effective_status
+from dpsuite.errors import UserError
+from dpsuite.results.load import load_epochs, load_steps, trusted_runs
+from dpsuite.results.store import effective_status
 
 
 @dataclass
@@ -82,7 +82,7 @@ def group_of(run_dir: Path, root: Path) -> str:
 
 def read_runs(root: Path) -> list[ExportRun]:
     """Every run below ``root`` that the loader trusts; a damaged, copied or edited run.json is
-    skipped with a warning naming it, as ``suite.results.load`` does."""
+    skipped with a warning naming it, as ``dpsuite.results.load`` does."""
     runs = []
     for run_dir, record in trusted_runs(root):
         runs.append(

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from suite.results.export.tree import ExportRun, flatten, require, require_runs
+from dpsuite.results.export.tree import ExportRun, flatten, require, require_runs
 
 TAG_LENGTH = 64  # W&B's limit
 # what a run record derives from its config (a config group is its name in the record)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from workloads import Data, Workload, WorkloadConfig
+from dpsuite.workloads import Data, Workload, WorkloadConfig
 
 
 @dataclass

@@ -10,10 +10,10 @@ import pandas as pd
 from matplotlib import ticker
 from matplotlib.figure import Figure
 
-from suite.analysis.report import data, studies
-from suite.analysis.report.plots import HOLLOW, LINESTYLES, outside_legend, series_color, styled
-from suite.analysis.report.section import Section
-from suite.analysis.report.text import human_bytes
+from dpsuite.analysis.report import data, studies
+from dpsuite.analysis.report.plots import HOLLOW, LINESTYLES, outside_legend, series_color, styled
+from dpsuite.analysis.report.section import Section
+from dpsuite.analysis.report.text import human_bytes
 
 TOPIC = "All-reduce"
 PLOTS = ("allreduce_bandwidth",)

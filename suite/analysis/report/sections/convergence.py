@@ -12,16 +12,16 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from suite.analysis.report import data, render, studies
-from suite.analysis.report.plots import (
+from dpsuite.analysis.report import data, render, studies
+from dpsuite.analysis.report.plots import (
     DIVERGED_MARKER,
     accuracy_axis,
     log2_axis,
     rule_color,
     styled,
 )
-from suite.analysis.report.section import Plot, Section
-from suite.analysis.report.text import pct, slug
+from dpsuite.analysis.report.section import Plot, Section
+from dpsuite.analysis.report.text import pct, slug
 
 TOPIC = "Convergence"
 PLOTS = ("accuracy_vs_batch", "training_curves", "lr_schedule")

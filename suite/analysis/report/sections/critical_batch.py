@@ -12,9 +12,9 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from suite.analysis.report import critical_batch as cb
-from suite.analysis.report import data, studies
-from suite.analysis.report.plots import (
+from dpsuite.analysis.report import critical_batch as cb
+from dpsuite.analysis.report import data, studies
+from dpsuite.analysis.report.plots import (
     FIT_COLOR,
     NEVER_MARKER,
     ORACLE_COLOR,
@@ -25,8 +25,8 @@ from suite.analysis.report.plots import (
     styled,
     target_label,
 )
-from suite.analysis.report.section import Section
-from suite.analysis.report.text import approx, capital, pct, plural
+from dpsuite.analysis.report.section import Section
+from dpsuite.analysis.report.text import approx, capital, pct, plural
 
 TOPIC = "Steps to target"
 PLOTS = ("gradient_noise_scale", "critical_batch")

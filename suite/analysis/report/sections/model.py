@@ -1,4 +1,4 @@
-"""The scaling model (`suite.analysis.scaling`) fitted to a report's results: predicted against
+"""The scaling model (`dpsuite.analysis.scaling`) fitted to a report's results: predicted against
 measured throughput, its validation table and findings."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from suite.analysis import scaling
-from suite.analysis.report import render, studies
-from suite.analysis.report.plots import log2_axis, plain_log_axis, series_color, styled
-from suite.analysis.report.section import Section
+from dpsuite.analysis import scaling
+from dpsuite.analysis.report import render, studies
+from dpsuite.analysis.report.plots import log2_axis, plain_log_axis, series_color, styled
+from dpsuite.analysis.report.section import Section
 
 TOPIC = "Scaling model"
 PLOTS = ("scaling_model",)

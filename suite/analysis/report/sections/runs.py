@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.analysis.report import data, render, studies
-from suite.analysis.report.section import Section
+from dpsuite.analysis.report import data, render, studies
+from dpsuite.analysis.report.section import Section
 
 TOPIC = "Runs"
 PLOTS: tuple[str, ...] = ()

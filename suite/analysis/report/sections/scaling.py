@@ -12,8 +12,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from suite.analysis.report import data, render, studies
-from suite.analysis.report.plots import (
+from dpsuite.analysis.report import data, render, studies
+from dpsuite.analysis.report.plots import (
     HOLLOW,
     MARKERS,
     log2_axis,
@@ -24,8 +24,8 @@ from suite.analysis.report.plots import (
     series_color,
     styled,
 )
-from suite.analysis.report.section import Section
-from suite.analysis.report.text import ms, pct
+from dpsuite.analysis.report.section import Section
+from dpsuite.analysis.report.text import ms, pct
 
 TOPIC = "Scaling"
 PLOTS = ("throughput", "efficiency", "step_time_breakdown")

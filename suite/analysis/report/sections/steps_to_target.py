@@ -11,10 +11,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from suite.analysis.report import critical_batch as cb
-from suite.analysis.report import data, render, studies
-from suite.analysis.report import target_study as ts
-from suite.analysis.report.plots import (
+from dpsuite.analysis.report import critical_batch as cb
+from dpsuite.analysis.report import data, render, studies
+from dpsuite.analysis.report import target_study as ts
+from dpsuite.analysis.report.plots import (
     FIT_COLOR,
     NEVER_MARKER,
     ORACLE_COLOR,
@@ -28,9 +28,9 @@ from suite.analysis.report.plots import (
     styled,
     target_label,
 )
-from suite.analysis.report.section import Section
-from suite.analysis.report.sections import critical_batch, time_to_target
-from suite.analysis.report.text import approx, pct, plural, rules_text, slug, steps_text
+from dpsuite.analysis.report.section import Section
+from dpsuite.analysis.report.sections import critical_batch, time_to_target
+from dpsuite.analysis.report.text import approx, pct, plural, rules_text, slug, steps_text
 
 TOPIC = "Steps to target"
 PLOTS = ("steps_to_target", "rule_efficiency")

@@ -1,13 +1,13 @@
-"""Synchronization strategies compared (see `suite.analysis.report.strategies`): throughput,
+"""Synchronization strategies compared (see `dpsuite.analysis.report.strategies`): throughput,
 bytes and accuracy per strategy, their table and findings; only when the results hold such runs."""
 
 from __future__ import annotations
 
 import functools
 
-from suite.analysis.report import render, strategies, studies
-from suite.analysis.report.section import Section
-from suite.analysis.report.text import slug
+from dpsuite.analysis.report import render, strategies, studies
+from dpsuite.analysis.report.section import Section
+from dpsuite.analysis.report.text import slug
 
 TOPIC = "Synchronization strategies"
 PLOTS = ("sync_throughput", "sync_bytes", "sync_tradeoff")

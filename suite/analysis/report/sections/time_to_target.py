@@ -10,9 +10,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from suite.analysis.report import data, render, studies
-from suite.analysis.report import time_to_target as ttt
-from suite.analysis.report.plots import (
+from dpsuite.analysis.report import data, render, studies
+from dpsuite.analysis.report import time_to_target as ttt
+from dpsuite.analysis.report.plots import (
     HOLLOW,
     ORACLE_COLOR,
     ORACLE_LINE,
@@ -21,8 +21,8 @@ from suite.analysis.report.plots import (
     rule_color,
     styled,
 )
-from suite.analysis.report.section import Section
-from suite.analysis.report.text import pct
+from dpsuite.analysis.report.section import Section
+from dpsuite.analysis.report.text import pct
 
 TOPIC = "Steps to target"
 PLOTS = ("time_to_target",)

@@ -1,5 +1,5 @@
 """dpsuite's Hydra plugins. Hydra takes launchers from the ``hydra_plugins`` package only, so
-the SLURM launcher (``suite.sweep.slurm_launcher``) is named here for ``hydra/launcher=slurm``.
+the SLURM launcher (``dpsuite.sweep.slurm_launcher``) is named here for ``hydra/launcher=slurm``.
 
 It is built on hydra-submitit-launcher, which only the ``slurm`` extra installs: without it
 there is no launcher here (and Hydra's plugin scan has nothing to warn about);
@@ -18,7 +18,7 @@ def slurm_available() -> bool:
 
 
 if slurm_available():
-    from suite.sweep import slurm_launcher
+    from dpsuite.sweep import slurm_launcher
 
     class SlurmLauncher(slurm_launcher.SlurmLauncher):
-        """Submits a sweep's runs as a SLURM job array and follows them (see suite.sweep)."""
+        """Submits a sweep's runs as a SLURM job array and follows them (see dpsuite.sweep)."""
