@@ -83,7 +83,7 @@ def test_the_forkserver_imports_ddp_and_the_workload_once_for_all_workers(monkey
 
     from dpsuite.engine.launch import _spawned, worker_imports
     from dpsuite.runtime import distributed
-    from dpsuite.workloads.registry import REGISTRY
+    from dpsuite.workloads import REGISTRY
 
     preloads: list[list[str]] = []
     monkeypatch.setattr(multiprocessing, "set_forkserver_preload", preloads.append)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hydra import compose, initialize_config_module
 
+from dpsuite import sync
 from dpsuite.conf import run_spec
 from dpsuite.conf.compose import compose_config
 from dpsuite.results import run_identity
@@ -65,3 +67,15 @@ def test_sync_sweep_preset_is_a_valid_grid(tmp_path):
         assert spec.cfg.mode == "ddp"
         ids.add(spec.run_id)
     assert len(ids) == 15
+
+
+@pytest.mark.parametrize("name", list(sync.CONFIGS))
+def test_every_config_names_its_strategy_class(name):
+    """The one list: each strategy's config names (`class_path`) a SyncStrategy whose `Config`
+    is that config, under the config's name."""
+    config = sync.CONFIGS[name]
+    cls = sync.strategy(name)
+    assert issubclass(cls, sync.SyncStrategy) and cls is not sync.SyncStrategy
+    assert cls.Config is config and cls.name == config.name == name
+    assert list(sync.STRATEGIES) == list(sync.CONFIGS)
+    assert sync.traits(name) == {"sync_order": list(sync.CONFIGS).index(name)}

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from dpsuite.cli.main import main as dpsuite
-from dpsuite.sync import STRATEGIES
+from dpsuite.sync import CONFIGS
+from dpsuite.sync.config import FP16_UNIT_ROUNDOFF
 from tests.conftest import SMALL, only_run, read_params, read_run
 
 pytestmark = pytest.mark.multiproc
@@ -30,8 +31,6 @@ COMMON = [
     "seed=3",
 ]
 STEPS = 24
-FP16_UNIT_ROUNDOFF = 2.0**-11
-BF16_UNIT_ROUNDOFF = 2.0**-8
 
 
 @pytest.fixture(scope="module")
@@ -69,31 +68,14 @@ def initial_params() -> dict[str, np.ndarray]:
     return {k: v.detach().numpy() for k, v in model.state_dict().items()}
 
 
-# Every registered strategy, set to synchronize every step as all-reduce does: its overrides and
-# how far from all-reduce its parameters may end, relative to the distance they travelled (0:
-# the same training, to float64 rounding). Each step's averaged gradient rounded twice to 16 bits
-# (the cast, the sum): relative error <= 2u per step, a few u over the run. A new strategy adds
-# its line here.
-AS_ALLREDUCE: dict[str, tuple[tuple[str, ...], float]] = {
-    "allreduce": ((), 0.0),
-    "param_server": ((), 0.0),
-    "local_sgd": (("sync.period=1",), 0.0),
-    "fp16": ((), 4 * FP16_UNIT_ROUNDOFF),
-    "bf16": ((), 4 * BF16_UNIT_ROUNDOFF),
-    "powersgd": ((f"sync.start_iter={STEPS + 1}",), 0.0),  # compression never starts
-}
-
-
-def test_every_registered_strategy_has_its_all_reduce_setting():
-    assert set(AS_ALLREDUCE) == set(STRATEGIES)
-
-
-@pytest.mark.parametrize("name", list(STRATEGIES))
+@pytest.mark.parametrize("name", list(CONFIGS))
 def test_every_strategy_synchronizing_every_step_trains_as_allreduce(runs, name):
-    """The registry's contract, on two real workers in float64."""
+    """The registry's contract, on two real workers in float64: each strategy set to
+    synchronize every step as all-reduce does (its config's `allreduce_overrides`) ends within
+    its `allreduce_tolerance` of all-reduce, relative to the distance the parameters travelled."""
     if name == "bf16" and not torch.cuda.is_available():
         pytest.skip("PyTorch's bf16 all-reduce hook needs CUDA and NCCL")
-    overrides, tolerance = AS_ALLREDUCE[name]
+    overrides, tolerance = CONFIGS[name].allreduce_overrides, CONFIGS[name].allreduce_tolerance
     ar = read_params(runs("ar2", "workers=2", f"train.max_steps={STEPS}"))
     label = {"allreduce": "ar2", "local_sgd": "local1"}.get(name, name)  # the runs other tests make
     sync = [] if name == "allreduce" else [f"sync={name}"]

@@ -1,5 +1,7 @@
 """cifar_resnet and tiny_gpt: models, data (synthetic and local), and 2-worker DDP runs."""
 
+from dataclasses import fields
+
 import numpy as np
 import pytest
 import torch
@@ -8,15 +10,6 @@ from dpsuite import results, workloads
 from dpsuite.workloads.base import parameter_count
 from dpsuite.workloads.cifar_resnet import RECORD_BYTES, TEST_FILE, TRAIN_FILES
 from tests.conftest import only_run, read_params, read_run
-
-TINY_RESNET = ["workload=cifar_resnet", "workload.width=4", "workload.num_samples=200"]
-TINY_GPT = [
-    "workload=tiny_gpt",
-    "workload.num_samples=200",
-    "workload.width=32",
-    "workload.context=16",
-    "workload.depth=1",
-]
 
 
 def test_resnet18_has_about_11m_parameters_and_maps_images_to_classes():
@@ -79,31 +72,27 @@ def test_tiny_gpt_predicts_every_next_token_and_reads_text(tmp_path):
     assert t.train_x[0].tolist() == list(b"hello wo")
 
 
-GPT2_TINY = ["layers=2", "width=32", "heads=2", "context=16", "vocab_size=128", "num_samples=400"]
-VISION_TINY = dict(arch="resnet18", image_size=32, num_classes=10, num_samples=40)
-
-# Every registered workload, made small enough for a test: a new one adds its line here.
-TINY = {
-    "mnist1d_mlp": ["workload=mnist1d_mlp", "workload.num_samples=2000"],
-    "mnist1d_cnn": ["workload=mnist1d_cnn", "workload.num_samples=2000"],
-    "cifar_resnet": TINY_RESNET,
-    "tiny_gpt": TINY_GPT,
-    "gpt2": ["workload=gpt2", *(f"workload.{kv}" for kv in GPT2_TINY)],
-    "torchvision": ["workload=torchvision", *(f"workload.{k}={v}" for k, v in VISION_TINY.items())],
-}
+def small(name: str) -> list[str]:
+    """The overrides that make a built-in workload small enough for a test (its config's)."""
+    config = workloads.CONFIGS[name]
+    return [f"workload={name}", *(f"workload.{k}={v}" for k, v in config.small.items())]
 
 
-def test_every_registered_workload_has_a_small_configuration_for_the_tests():
-    assert set(TINY) == set(workloads.REGISTRY)
+def test_every_built_in_workload_states_its_small_configuration():
+    """A default-sized model would take the contract test minutes: each built-in's config says
+    how to make it small (its own `small`, not the base's empty one)."""
+    for name, config in workloads.CONFIGS.items():
+        assert config.small is not workloads.WorkloadConfig.small, name
+        assert set(config.small) <= {f.name for f in fields(config)}, name
 
 
 @pytest.mark.multiproc
-@pytest.mark.parametrize("name", sorted(workloads.REGISTRY))
+@pytest.mark.parametrize("name", list(workloads.CONFIGS))
 def test_two_workers_train_a_few_steps(dpsuite, tmp_path, name):
     """The registry's contract: every workload builds, and two DDP workers train it."""
     if name == "torchvision":
         pytest.importorskip("torchvision", reason="torchvision models need dpsuite[vision]")
-    args = [*TINY[name], "workers=2", "batch.per_worker=8", "train.max_steps=12"]
+    args = [*small(name), "workers=2", "batch.per_worker=8", "train.max_steps=12"]
     assert dpsuite("run", *args, f"results_dir={tmp_path}", "timing.calibration_steps=3") == 0
     rec = read_run(only_run(tmp_path))
     m = rec["metrics"]
@@ -121,7 +110,7 @@ def test_two_workers_train_a_few_steps(dpsuite, tmp_path, name):
 @pytest.mark.multiproc
 def test_calibration_leaves_batchnorm_training_unchanged(dpsuite, tmp_path):
     """BatchNorm buffers and momentum included: calibrating must not move the trajectory."""
-    args = [*TINY_RESNET, "workers=2", "batch.per_worker=8", "train.max_steps=8"]
+    args = [*small("cifar_resnet"), "workers=2", "batch.per_worker=8", "train.max_steps=8"]
     args += ["train.save_params=true", "precision=fp64", "train.eval_at_start=false"]
     params = {}
     for steps in (0, 4):

@@ -45,6 +45,31 @@ def test_models_map_signals_to_ten_classes(name, tmp_path):
     assert n == 8 and 0 <= int(correct) <= 8
 
 
+@pytest.mark.parametrize("name", list(workloads.CONFIGS))
+def test_every_config_names_its_workload_class(name):
+    """The one list: each built-in config's `class_path` is a usable Workload class whose
+    `Config` is that config, under the config's name."""
+    config = workloads.CONFIGS[name]
+    cls = workloads.plugins.import_target(config.class_path)
+    assert workloads.plugins.problem(cls) is None
+    assert cls.Config is config and cls.name == config.name == name
+    assert workloads.lookup(name) is cls
+
+
+def test_lookup_imports_only_the_chosen_workload():
+    """A run imports its own workload's module, not every built-in's (nor torchvision's)."""
+    check = (
+        "import sys; from dpsuite.workloads import lookup; lookup('mnist1d_mlp'); "
+        "print(','.join(m for m in sys.modules if m.startswith('dpsuite.workloads.')))"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stdout.strip().split(","))
+    assert "dpsuite.workloads.mnist_1d" in loaded
+    others = {c.class_path.partition(":")[0] for c in workloads.CONFIGS.values()}
+    assert loaded & others == {"dpsuite.workloads.mnist_1d"}
+
+
 def test_unknown_workload():
     with pytest.raises(KeyError, match="unknown workload"):
         workloads.get_workload("nope")

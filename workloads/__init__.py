@@ -1,17 +1,19 @@
-"""Workload registry: name -> Workload class, and name -> its config.
+"""Workload registry: name -> its config, and name -> its Workload class.
 
-The built-ins are listed in ``dpsuite.workloads.registry`` (their classes) and
-``dpsuite.workloads.configs`` (their configs); workloads of other installed packages come from
-the entry-point group ``dpsuite.workloads``, and a one-off from its import path
+The built-ins are one list, ``dpsuite.workloads.configs.CONFIGS``: each config names its class
+by import path (``class_path``); workloads of other installed packages come from the
+entry-point group ``dpsuite.workloads``, and a one-off from its import path
 (``mypkg.models:MyWorkload``): see ``dpsuite.workloads.plugins``.
 
 The configs import no torch, so composing a config, printing help and completing a command line
 stay quick: ``configs()`` and ``names()`` read them. The classes (``REGISTRY``, ``available``,
-``lookup``, ``get_workload``, ``Workload``, ``Data``) import torch on first use.
+``lookup``, ``get_workload``, ``Workload``, ``Data``) import torch on first use, and ``lookup``
+imports only the chosen workload's module.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,13 +23,10 @@ from dpsuite.workloads.plugins import PluginError
 
 if TYPE_CHECKING:
     from dpsuite.workloads.base import Data, Workload
-    from dpsuite.workloads.registry import REGISTRY
 
-_LAZY = {
-    "Data": "dpsuite.workloads.base",
-    "Workload": "dpsuite.workloads.base",
-    "REGISTRY": "dpsuite.workloads.registry",
-}
+    REGISTRY: dict[str, type[Workload]]
+
+_LAZY = {"Data": "dpsuite.workloads.base", "Workload": "dpsuite.workloads.base"}
 
 
 def __getattr__(name: str) -> Any:
@@ -35,13 +34,17 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name == "REGISTRY":  # every built-in class, in the list's order (imports them all)
+        return {n: builtin(n) for n in CONFIGS}
     raise AttributeError(f"module 'workloads' has no attribute {name!r}")
 
 
-def _registry() -> dict[str, type[Workload]]:
-    from dpsuite.workloads.registry import REGISTRY
-
-    return REGISTRY
+@cache
+def builtin(name: str) -> type[Workload]:
+    """The class of the built-in workload ``name``, imported from its config's ``class_path``."""
+    cls = plugins.import_target(CONFIGS[name].class_path)
+    assert isinstance(cls, type)
+    return cls
 
 
 def configs() -> dict[str, type[WorkloadConfig]]:
@@ -54,7 +57,7 @@ def configs() -> dict[str, type[WorkloadConfig]]:
 def available() -> dict[str, type[Workload]]:
     """The built-ins and every installed plugin that loads (a built-in name is never shadowed)."""
     found = {n: p.workload for n, p in plugins.discovered().items() if p.workload is not None}
-    return {**found, **_registry()}
+    return {**found, **{n: builtin(n) for n in CONFIGS}}
 
 
 def broken() -> dict[str, str]:
@@ -76,7 +79,7 @@ def lookup(name: str) -> type[Workload]:
     """The workload class for a name or an import path; KeyError for an unknown name,
     PluginError for a plugin that cannot be used."""
     if name in CONFIGS:
-        return _registry()[name]
+        return builtin(name)
     if plugins.is_path(name):
         return plugins.load_path(name)
     if name in broken():
@@ -106,6 +109,7 @@ __all__ = [
     "PluginError",
     "available",
     "broken",
+    "builtin",
     "configs",
     "get_workload",
     "lookup",

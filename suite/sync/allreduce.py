@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from dpsuite.sync.base import SyncStrategy, ddp_wrap
+from dpsuite.sync.config import AllReduceConfig
 from dpsuite.sync.counter import ring_wire_bytes
 
 
 class AllReduce(SyncStrategy):
     """DDP with its built-in all-reduce (C++: no Python runs per bucket)."""
 
-    name: ClassVar[str] = "allreduce"
+    Config = AllReduceConfig
 
     def wrap(self, model: nn.Module, bucket_cap_mb: float) -> nn.Module:
         return ddp_wrap(model, self.device, bucket_cap_mb)

@@ -9,7 +9,8 @@ class. Per step the loop does::
     strategy.after_step(model)          # parameter exchange after the step (model averaging)
     strategy.counter.end_step()         # file this step's bytes, operations, waiting time
 
-Adding a strategy: a module with its config and class, and one line in `dpsuite.sync.STRATEGIES`.
+Adding a strategy: its class in a module of its own, and its config (naming the class) with its
+line in the list in `dpsuite.sync.config`.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def ddp_wrap(model: nn.Module, device: torch.device, bucket_cap_mb: float) -> DD
 class SyncStrategy:
     """Base class of the strategies; on its own, no communication (a run with one worker)."""
 
-    name: ClassVar[str] = "none"
+    name: ClassVar[str] = "none"  # its config's `name` (set from `Config`)
     Config: ClassVar[type[SyncConfig]] = SyncConfig
     # Rank whose traffic is a server's rather than a worker's (parameter server only).
     server_rank: int | None = None
@@ -46,6 +47,11 @@ class SyncStrategy:
     period: int = 1
     # Whether the synchronized gradient is the workers' average (the noise scale needs it).
     averages_gradients: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "Config" in vars(cls):
+            cls.name = cls.Config.name
 
     def __init__(self, config: SyncConfig, device: torch.device, world_size: int = 1) -> None:
         self.config = config

@@ -8,6 +8,7 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 from dpsuite.sync.base import SyncStrategy, ddp_wrap
+from dpsuite.sync.config import BF16Config, FP16Config
 from dpsuite.sync.hooks import CommHook, Hook, counted_allreduce
 
 
@@ -29,12 +30,12 @@ class HalfPrecisionCompression(SyncStrategy):
 class FP16Compression(HalfPrecisionCompression):
     """``sync=fp16``: PyTorch's fp16_compress_hook (half the bytes of fp32)."""
 
-    name: ClassVar[str] = "fp16"
+    Config = FP16Config
     wrapper = staticmethod(default_hooks.fp16_compress_wrapper)
 
 
 class BF16Compression(HalfPrecisionCompression):
     """``sync=bf16``: PyTorch's bf16_compress_hook (fp32's exponent range, 8 mantissa bits)."""
 
-    name: ClassVar[str] = "bf16"
+    Config = BF16Config
     wrapper = staticmethod(default_hooks.bf16_compress_wrapper)

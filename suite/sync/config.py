@@ -1,14 +1,31 @@
-"""The `sync` config group's options: each strategy's config, without the strategies (which
-need torch), so that composing a config or printing help stays quick."""
+"""The `sync` config group's options: the one list of strategies, by their configs.
+
+Each config names its strategy's class by import path (``class_path``); the classes need torch
+and are imported only when a run builds its strategy, so composing a config or printing help
+stays quick.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
+
+# Relative rounding error of one rounding to a 16-bit float (fp16: 11 significant bits, bf16: 8).
+FP16_UNIT_ROUNDOFF = 2.0**-11
+BF16_UNIT_ROUNDOFF = 2.0**-8
 
 
 @dataclass
 class SyncConfig:
     """A strategy without knobs of its own."""
+
+    # The strategy's class as `module:Class`, imported when a run builds it.
+    class_path: ClassVar[str] = "dpsuite.sync.base:SyncStrategy"
+    # The contract test trains every strategy with these overrides, which make it synchronize
+    # every step as all-reduce does, and allows its parameters to end this far from all-reduce's
+    # (relative to the distance they travelled; 0: the same training, to float64 rounding).
+    allreduce_overrides: ClassVar[tuple[str, ...]] = ()
+    allreduce_tolerance: ClassVar[float] = 0.0
 
     name: str = "allreduce"
     """The strategy (a config group choice: `sync=NAME`)."""
@@ -23,9 +40,27 @@ class SyncConfig:
 
 
 @dataclass
+class AllReduceConfig(SyncConfig):
+    """All-reduce of the gradients after every step (DDP's own)."""
+
+    class_path: ClassVar[str] = "dpsuite.sync.allreduce:AllReduce"
+    name: str = "allreduce"
+
+
+@dataclass
+class ParameterServerConfig(SyncConfig):
+    """Rank 0 averages the gradients the others send it, and sends the average back."""
+
+    class_path: ClassVar[str] = "dpsuite.sync.param_server:ParameterServer"
+    name: str = "param_server"
+
+
+@dataclass
 class LocalSGDConfig(SyncConfig):
     """Local SGD / periodic model averaging (post-local SGD, Lin et al. 2018)."""
 
+    class_path: ClassVar[str] = "dpsuite.sync.local_sgd:LocalSGD"
+    allreduce_overrides: ClassVar[tuple[str, ...]] = ("sync.period=1",)
     name: str = "local_sgd"
     period: int = field(default=4, metadata={"ge": 1})
     """Steps between model averages (1 averages after every step)."""
@@ -39,9 +74,30 @@ class LocalSGDConfig(SyncConfig):
 
 
 @dataclass
+class FP16Config(SyncConfig):
+    """Gradients all-reduced as fp16: rounded twice per step (the cast, the sum)."""
+
+    class_path: ClassVar[str] = "dpsuite.sync.compressed:FP16Compression"
+    allreduce_tolerance: ClassVar[float] = 4 * FP16_UNIT_ROUNDOFF
+    name: str = "fp16"
+
+
+@dataclass
+class BF16Config(SyncConfig):
+    """Gradients all-reduced as bf16: rounded twice per step (the cast, the sum)."""
+
+    class_path: ClassVar[str] = "dpsuite.sync.compressed:BF16Compression"
+    allreduce_tolerance: ClassVar[float] = 4 * BF16_UNIT_ROUNDOFF
+    name: str = "bf16"
+
+
+@dataclass
 class PowerSGDConfig(SyncConfig):
     """PowerSGD (Vogels et al. 2019): weight matrices sent as rank-r factors P and Q."""
 
+    class_path: ClassVar[str] = "dpsuite.sync.powersgd:PowerSGD"
+    # Compression never starts within a test's steps: plain all-reduce throughout.
+    allreduce_overrides: ClassVar[tuple[str, ...]] = ("sync.start_iter=1000000",)
     name: str = "powersgd"
     rank: int = field(default=1, metadata={"ge": 1})
     """Matrix approximation rank r."""
@@ -71,12 +127,15 @@ class PowerSGDConfig(SyncConfig):
             )
 
 
-# name -> config; the strategies of the same names are `dpsuite.sync.STRATEGIES`
+# name -> config, in the order of the reports (`sync_order`; a new strategy: its line here)
 CONFIGS: dict[str, type[SyncConfig]] = {
-    "allreduce": SyncConfig,
-    "param_server": SyncConfig,
-    "local_sgd": LocalSGDConfig,
-    "fp16": SyncConfig,
-    "bf16": SyncConfig,
-    "powersgd": PowerSGDConfig,
+    c.name: c
+    for c in (
+        AllReduceConfig,
+        ParameterServerConfig,
+        LocalSGDConfig,
+        FP16Config,
+        BF16Config,
+        PowerSGDConfig,
+    )
 }

@@ -27,7 +27,6 @@ from dpsuite.sync.hooks import CommHook, Hook, tensor_bytes
 class LocalSGD(SyncStrategy):
     """Periodic model averaging (``sync=local_sgd``, ``sync.period``, ``sync.warmup_steps``)."""
 
-    name: ClassVar[str] = "local_sgd"
     Config = LocalSGDConfig
     averages_gradients: ClassVar[bool] = False  # replicas step on their own gradients
 

@@ -9,20 +9,19 @@ this is counted as bytes sent, as for every strategy.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import torch
 import torch.distributed as dist
 from torch import nn
 
 from dpsuite.sync.base import SyncStrategy
+from dpsuite.sync.config import ParameterServerConfig
 from dpsuite.sync.hooks import tensor_bytes
 
 
 class ParameterServer(SyncStrategy):
     """``sync=param_server``: no DDP; gradients go through rank 0."""
 
-    name: ClassVar[str] = "param_server"
+    Config = ParameterServerConfig
     server_rank = 0
 
     def sync_gradients(self, model: nn.Module) -> None:

@@ -24,7 +24,6 @@ class PowerSGD(SyncStrategy):
     def wrap(self, model: nn.Module, bucket_cap_mb: float) -> nn.Module:
         return ddp_wrap(model, self.device, bucket_cap_mb)
 
-    name: ClassVar[str] = "powersgd"
     Config = PowerSGDConfig
     averages_gradients: ClassVar[bool] = False  # the low-rank gradient is not the average
 

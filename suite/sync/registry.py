@@ -1,30 +1,38 @@
-"""The strategies by name, and the one a run's training loop calls."""
+"""The strategies' classes, each imported from its config's ``class_path`` when a run needs it,
+and the one a run's training loop calls."""
 
 from __future__ import annotations
 
+import importlib
+from functools import cache
+from typing import Any
+
 import torch
 
-from dpsuite.sync.allreduce import AllReduce
 from dpsuite.sync.base import SyncStrategy
-from dpsuite.sync.compressed import BF16Compression, FP16Compression
-from dpsuite.sync.config import SyncConfig
-from dpsuite.sync.local_sgd import LocalSGD
-from dpsuite.sync.param_server import ParameterServer
-from dpsuite.sync.powersgd import PowerSGD
+from dpsuite.sync.config import CONFIGS, SyncConfig
 
-STRATEGIES: dict[str, type[SyncStrategy]] = {
-    s.name: s
-    for s in (AllReduce, ParameterServer, LocalSGD, FP16Compression, BF16Compression, PowerSGD)
-}
+
+@cache
+def strategy(name: str) -> type[SyncStrategy]:
+    """The class of strategy ``name``: its config's ``class_path`` (``module:Class``)."""
+    module, _, attr = CONFIGS[name].class_path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "STRATEGIES":  # every strategy's class, in the list's order (imports them all)
+        return {n: strategy(n) for n in CONFIGS}
+    raise AttributeError(f"module 'dpsuite.sync.registry' has no attribute {name!r}")
 
 
 def build(config: SyncConfig, device: torch.device, world_size: int) -> SyncStrategy:
     """The strategy for ``config``; with one process there is nothing to synchronize."""
     if world_size <= 1:
         return SyncStrategy(config, device)
-    return STRATEGIES[config.name](config, device, world_size)
+    return strategy(config.name)(config, device, world_size)
 
 
 def traits(name: str) -> dict[str, int]:
     """The strategy's traits as ``run.json`` records them: its place in the reports."""
-    return {"sync_order": list(STRATEGIES).index(name)}
+    return {"sync_order": list(CONFIGS).index(name)}

@@ -1,9 +1,8 @@
-"""The built-in workloads' configs by name, importing no torch.
+"""The built-in workloads: the one list of them, by their configs (no torch).
 
-Composing a config, `dpsuite run --help` and shell completion need only these; the workloads
-themselves (``dpsuite.workloads.REGISTRY``: name -> ``Workload`` class, each carrying its
-``Config``)
-load torch and are imported when a run starts.
+Composing a config, `dpsuite run --help` and shell completion need only these. Each config
+names the class that builds its workload (``class_path``, ``module:Class``), which loads torch
+and is imported when a run needs it (``dpsuite.workloads.lookup``).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from dpsuite.workloads.configs.mnist_1d import MNIST1DCNNConfig, MNIST1DMLPConfi
 from dpsuite.workloads.configs.tiny_gpt import TinyGPTConfig
 from dpsuite.workloads.configs.vision import TorchvisionConfig
 
-# name -> config, in the order of `dpsuite.workloads.REGISTRY`
+# name -> config, in the order the workloads are listed (a new workload: its line here)
 CONFIGS: dict[str, type[WorkloadConfig]] = {
     c.name: c
     for c in (

@@ -6,7 +6,9 @@ Field metadata states the bounds the config checker enforces (``ge``, ``gt``, ``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 # The reference recipe: how the workload trains at its small batch. Not part of the data key.
 RECIPE_FIELDS = ("base_lr", "base_batch", "epochs", "target_acc", "weight_decay")
@@ -15,6 +17,13 @@ RECIPE_FIELDS = ("base_lr", "base_batch", "epochs", "target_acc", "weight_decay"
 @dataclass
 class WorkloadConfig:
     """Fields every workload has: its name and its small-batch reference recipe."""
+
+    # The class that builds the workload, as `module:Class`: a built-in's config names it, and
+    # it is imported only when a run needs it (help and completion read the config alone).
+    class_path: ClassVar[str] = ""
+    # Values of this config's fields that make the workload small enough for a quick check:
+    # the contract test trains every built-in with them on two workers for a few steps.
+    small: ClassVar[Mapping[str, Any]] = {}
 
     name: str = ""
     """The workload (a config group choice: `workload=NAME`)."""

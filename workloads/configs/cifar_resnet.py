@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
 from dpsuite.workloads.configs.base import WorkloadConfig
 
@@ -32,6 +34,9 @@ def find_cifar_bin(root: Path) -> Path:
 @dataclass
 class CIFARResNetConfig(WorkloadConfig):
     """ResNet-18 on 32x32x3 images: synthetic by default, CIFAR-10 from a local binary copy."""
+
+    class_path: ClassVar[str] = "dpsuite.workloads.cifar_resnet:CIFARResNet"
+    small: ClassVar[Mapping[str, Any]] = {"width": 4, "num_samples": 200}
 
     name: str = "cifar_resnet"
     num_samples: int = field(default=5000, metadata={"ge": 20})

@@ -3,8 +3,10 @@ builds the model and the tokens)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
 from dpsuite.workloads.configs.base import WorkloadConfig
 
@@ -20,6 +22,16 @@ SIZES = {
 @dataclass
 class GPT2Config(WorkloadConfig):
     """A GPT-2-class causal LM: a named size, or layers/width/heads of your own."""
+
+    class_path: ClassVar[str] = "dpsuite.workloads.gpt2:GPT2Workload"
+    small: ClassVar[Mapping[str, Any]] = {
+        "layers": 2,
+        "width": 32,
+        "heads": 2,
+        "context": 16,
+        "vocab_size": 128,
+        "num_samples": 400,
+    }
 
     name: str = "gpt2"
     size: str = field(default="124M", metadata={"choices": tuple(SIZES)})

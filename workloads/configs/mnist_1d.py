@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from dpsuite.workloads.configs.base import WorkloadConfig
 
@@ -45,6 +46,8 @@ def split_sizes(args: dict[str, Any]) -> tuple[int, int]:
 class MNIST1DConfig(WorkloadConfig):
     """MNIST-1D, generated offline by the `mnist1d` package's own generator."""
 
+    small: ClassVar[Mapping[str, Any]] = {"num_samples": 2000}
+
     num_samples: int = field(default=50_000, metadata={"ge": 100})
     """Samples generated: 80 % train (less `validation_samples`), 20 % test."""
     data_seed: int = field(default=42, metadata={"ge": 0})
@@ -65,6 +68,7 @@ class MNIST1DConfig(WorkloadConfig):
 
 @dataclass
 class MNIST1DMLPConfig(MNIST1DConfig):
+    class_path: ClassVar[str] = "dpsuite.workloads.mnist_1d:MNIST1DMLP"
     name: str = "mnist1d_mlp"
     base_lr: float = 0.1
     base_batch: int = 32
@@ -74,6 +78,7 @@ class MNIST1DMLPConfig(MNIST1DConfig):
 
 @dataclass
 class MNIST1DCNNConfig(MNIST1DConfig):
+    class_path: ClassVar[str] = "dpsuite.workloads.mnist_1d:MNIST1DCNN"
     name: str = "mnist1d_cnn"
     base_lr: float = 0.05
     base_batch: int = 32

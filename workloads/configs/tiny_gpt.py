@@ -3,8 +3,10 @@ tokens)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
 from dpsuite.workloads.configs.base import WorkloadConfig
 
@@ -12,6 +14,14 @@ from dpsuite.workloads.configs.base import WorkloadConfig
 @dataclass
 class TinyGPTConfig(WorkloadConfig):
     """A small decoder-only transformer language model (next-token prediction)."""
+
+    class_path: ClassVar[str] = "dpsuite.workloads.tiny_gpt:TinyGPTWorkload"
+    small: ClassVar[Mapping[str, Any]] = {
+        "num_samples": 200,
+        "width": 32,
+        "context": 16,
+        "depth": 1,
+    }
 
     name: str = "tiny_gpt"
     num_samples: int = field(default=4000, metadata={"ge": 10})

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any, ClassVar
 
 from dpsuite.workloads.configs.base import WorkloadConfig
 
@@ -37,6 +39,14 @@ def architectures() -> tuple[str, ...]:
 @dataclass
 class TorchvisionConfig(WorkloadConfig):
     """A torchvision classification model: random images, or a local ImageFolder."""
+
+    class_path: ClassVar[str] = "dpsuite.workloads.vision:TorchvisionWorkload"
+    small: ClassVar[Mapping[str, Any]] = {
+        "arch": "resnet18",
+        "image_size": 32,
+        "num_classes": 10,
+        "num_samples": 40,
+    }
 
     name: str = "torchvision"
     arch: str = "resnet50"
