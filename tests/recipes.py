@@ -127,7 +127,9 @@ class Staged:
     def python(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         """``python ARGS`` in the repository with the copy first on the path; the copy's
         ``dpsuite`` must be the one imported (checked)."""
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(self.root), str(REPO)])}
+        # an outer pytest-xdist worker's variables would make an inner pytest think it is one
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+        env["PYTHONPATH"] = os.pathsep.join([str(self.root), str(REPO)])
         check = [sys.executable, "-c", "import dpsuite; print(dpsuite.__file__)"]
         where = subprocess.run(check, capture_output=True, text=True, env=env, cwd=REPO)
         assert where.stdout.startswith(str(self.root)), f"imported {where.stdout}{where.stderr}"
