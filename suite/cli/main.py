@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dpsuite.cli.args import ArgParser, finite
-from dpsuite.errors import CommandAborted, Terminated, UserError, raise_terminated
+from dpsuite.errors import CommandAborted, Terminated, UserError, did_you_mean, raise_terminated
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 HELP_FLAGS = {"-h", "--help"}
@@ -529,8 +529,6 @@ def _command(args: list[str]) -> int:
     if args[0] in COMMANDS:  # the command's own parser takes everything after its name
         return COMMANDS[args[0]].handler(args[1:])
     if not args[0].startswith("-"):
-        from dpsuite.conf.compose import did_you_mean
-
         raise UserError(
             f"unknown command '{args[0]}'{did_you_mean(args[0], list(COMMANDS))} "
             f"(choose from: {', '.join(COMMANDS)})"
