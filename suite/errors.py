@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Iterable, Mapping
 
 
 class UserError(Exception):
     """Bad input: the CLI prints the message on one line and exits non-zero before any work."""
+
+
+def did_you_mean(
+    word: str, choices: Iterable[str], prefix: str = "", known: Mapping[str, str] | None = None
+) -> str:
+    """' (did you mean X?)' naming the choice closest to ``word``, else ''.
+
+    ``prefix`` goes before X (a key's parent section); ``known`` maps a word to its choice
+    however far apart the two are spelled (a name from another library).
+    """
+    if known and word in known:
+        return f" (did you mean {prefix}{known[word]}?)"
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {prefix}{close[0]}?)" if close else ""
 
 
 class ResultsWriteError(UserError):

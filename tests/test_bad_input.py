@@ -4,7 +4,7 @@ import pytest
 
 from dpsuite.conf import run_spec
 from dpsuite.conf.compose import compose_config
-from dpsuite.errors import UserError
+from dpsuite.errors import UserError, did_you_mean
 from tests.conftest import run_subprocess
 
 CASES = [
@@ -118,6 +118,31 @@ def test_more_workers_than_gpus(monkeypatch):
 def test_unknown_command(dpsuite, capsys):
     assert dpsuite("frobnicate") == 2
     assert "unknown command 'frobnicate'" in capsys.readouterr().err
+
+
+def test_a_typo_of_a_command_names_the_command(dpsuite, capsys):
+    assert dpsuite("predic") == 2
+    assert "unknown command 'predic' (did you mean predict?) (choose from: run," in (
+        capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize(
+    ("word", "choices", "extra", "hint"),
+    [
+        ("workrs", ["workers", "batch"], {}, " (did you mean workers?)"),
+        ("frobnicate", ["workers", "batch"], {}, ""),
+        ("epoch", ["epochs"], {"prefix": "train."}, " (did you mean train.epochs?)"),
+        (
+            "step_end",
+            ["on_step_end"],
+            {"known": {"step_end": "on_eval"}},
+            " (did you mean on_eval?)",
+        ),
+    ],
+)
+def test_did_you_mean_names_the_closest_choice_or_nothing(word, choices, extra, hint):
+    assert did_you_mean(word, choices, **extra) == hint
 
 
 def test_console_exit_code_and_single_line(tmp_path):

@@ -10,15 +10,14 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dpsuite.cli.args import ArgParser, finite
-from dpsuite.errors import CommandAborted, Terminated, UserError, raise_terminated
+from dpsuite.cli.args import ArgParser
+from dpsuite.errors import CommandAborted, Terminated, UserError, did_you_mean, raise_terminated
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 HELP_FLAGS = {"-h", "--help"}
 DRY_RUN = "--dry-run"
 COMPLETION_FLAG = "-sc"  # Hydra's spelling, which its completion script calls
 EXIT_BAD_INPUT = 2
-EXIT_TOO_NOISY = 3  # compare --fail-below: a ratio below the gate whose interval is too wide
 
 
 def _run(args: list[str]) -> int:
@@ -111,104 +110,6 @@ def _sweep(args: list[str]) -> int:
     return sweep.run_sweep(name, overrides)
 
 
-def _predict(args: list[str]) -> int:
-    from pathlib import Path
-
-    from dpsuite import results
-    from dpsuite.analysis.scaling import fit, model, options, output, plan, profiles, published
-
-    parser = ArgParser(
-        prog="dpsuite predict",
-        description="The scaling model: fitted to a results tree (its workers=1 runs and "
-        "comm-bench) and validated against its multi-worker runs, or a workload planned on a "
-        "hardware profile. Predicts step time, throughput and efficiency up to --max-workers.",
-    )
-    parser.add_argument("results_dir", nargs="?", help="results tree with runs and comm-bench")
-    parser.add_argument("--batch", type=int, default=32, help="per-worker batch to predict at")
-    parser.add_argument("--max-workers", type=int, default=4096)
-    parser.add_argument("--out", help="write predictions.csv, validation.csv, models.csv here")
-    parser.add_argument(
-        "--profile",
-        help=f"hardware profile: {', '.join(profiles.profile_names())}, or a YAML file. With "
-        "RESULTS_DIR alone it supplies what was not measured (GPUs per node, the network)",
-    )
-    parser.add_argument(
-        "--published",
-        action="store_true",
-        help="the model against published multi-GPU scaling (Horovod, Goyal et al., NVIDIA "
-        "DeepLearningExamples)",
-    )
-    hand = parser.add_argument_group("planning a workload on --profile's hardware")
-    hand.add_argument("--workload", help="its parameter and FLOP counts from RESULTS_DIR's runs")
-    hand.add_argument("--params", type=finite, help="model parameters")
-    hand.add_argument("--flops-per-sample", type=finite, help="forward + backward FLOPs")
-    hand.add_argument("--samples-per-s", type=finite, help="measured single-GPU throughput")
-    hand.add_argument("--precision", help="peak TFLOP/s of the profile at this precision")
-    hand.add_argument("--tflops", type=finite, help="peak TFLOP/s per GPU (overrides the profile)")
-    hand.add_argument("--mfu", type=finite, default=0.4, help="fraction of peak achieved (0.4)")
-    hand.add_argument("--bucket-mb", type=finite, default=model.DEFAULT_BUCKET_MB)
-    options.add_arguments(parser)
-    a = parser.parse_args(args)
-    if a.batch < 1 or a.max_workers < 1:
-        raise UserError("--batch and --max-workers must be >= 1")
-    options.check(a)
-    if a.published:
-        print(output.format_published(published.published_table()))
-        return 0
-    workers = options.worker_counts(a.workers, a.max_workers)
-    if a.results_dir is not None and not Path(a.results_dir).is_dir():
-        raise UserError(f"results directory not found: {a.results_dir}")
-    profile = profiles.load_profile(a.profile) if a.profile else None
-    if a.workload or a.params is not None:
-        if profile is None:
-            raise UserError("--workload and --params plan on a hardware profile: give --profile")
-        if a.workload and a.results_dir is None:
-            raise UserError(f"--workload {a.workload}: give the RESULTS_DIR whose runs counted it")
-        runs = results.load(a.results_dir) if a.workload else None
-        planned = plan.resolve_workload(runs, a.workload, a.params, a.flops_per_sample)
-        chosen = {k: getattr(a, k) for k in ("precision", "tflops", "mfu", "bucket_mb")}
-        lib = options.profile_library(a, profile.nccl_ll128)
-        node = options.node_runs(a)
-        if node is not None:
-            a = options.measured_node(a, node, a.workload)
-        extra = options.overheads(a, profile.topology.gpus_per_node)
-        fits = [
-            plan.plan_fit(
-                profile,
-                planned,
-                samples_per_s=a.samples_per_s,
-                grad_dtype=a.grad_dtype,
-                library=lib,
-                overheads=extra,
-                nccl_channels=options.nccl_channels(a, profile),
-                **chosen,
-            )
-        ]
-    elif a.results_dir is None:
-        raise UserError("give a results directory, or --profile with --workload or --params")
-    elif a.nccl_channels is not None:
-        raise UserError("--nccl-channels goes with planning on a profile (--workload or --params)")
-    else:
-        runs, bench = results.load(a.results_dir), results.load_comm_bench(a.results_dir)
-        fits, skipped = fit.fit_all(runs, bench, profile.topology if profile else None)
-        if not fits:
-            raise UserError(
-                f"nothing to fit in {a.results_dir}: need workers=1 runs and comm-bench results "
-                f"of the same machine ({'; '.join(skipped)})"
-            )
-        for reason in skipped:
-            print(f"dpsuite: warning: skipped {reason}", file=sys.stderr)
-        node = options.node_runs(a)
-        fits = [options.apply(one, a, node) for one in fits]
-    fits = [options.input_rate(one, a) for one in fits]
-    for one in fits:
-        print(output.format_fit(one, a.batch, workers, a.baseline_workers))
-    if a.out:
-        output.write_fits(fits, a.out, a.batch, workers, a.baseline_workers)
-        print(f"wrote {a.out}/predictions.csv, validation.csv, models.csv")
-    return 0
-
-
 def _comm_bench(args: list[str]) -> int:
     from dpsuite.measure import comm_bench
     from dpsuite.runtime.ranks import ranks_from_env
@@ -284,89 +185,22 @@ def _export(args: list[str]) -> int:
     return export(args)
 
 
-def _print_written(written) -> None:
-    for warning in written.warnings:
-        print(f"dpsuite: warning: {warning}", file=sys.stderr)
-    print(f"report written to {written.out / 'index.html'} (and index.md, summary.csv)")
-
-
 def _report(args: list[str]) -> int:
-    parser = ArgParser(prog="dpsuite report", description="Report of one results tree.")
-    parser.add_argument("results_dir", help="a results directory (any depth of run folders)")
-    parser.add_argument("--out", help="output directory (default: reports/<name of RESULTS_DIR>)")
-    parsed = parser.parse_args(args)
-    from dpsuite.analysis.report.build import build_report
+    from dpsuite.cli import report
 
-    _print_written(build_report(parsed.results_dir, parsed.out))
-    return 0
+    return report.run(args)
 
 
 def _compare(args: list[str]) -> int:
-    from dpsuite.analysis.report.compare import MAX_SPREAD
+    from dpsuite.cli import compare
 
-    parser = ArgParser(
-        prog="dpsuite compare",
-        description="Results trees side by side, grouped by machine. The first directory's "
-        "machine is the baseline A; throughput on every other machine B is compared as B / A.",
-    )
-    parser.add_argument("dirs", nargs="+", metavar="DIR", help="results directories")
-    parser.add_argument("--out", help="output directory (default: reports/compare-A-vs-B)")
-    parser.add_argument(
-        "--fail-below",
-        type=finite,
-        metavar="RATIO",
-        help="exit 1 when a configuration's B / A throughput is below RATIO (e.g. 0.95), its "
-        "whole 95 %% interval when repeats give one",
-    )
-    parser.add_argument(
-        "--max-spread",
-        type=finite,
-        default=MAX_SPREAD,
-        metavar="FACTOR",
-        help="an interval whose ends are more than FACTOR apart (high / low) is too noisy to "
-        f"call a regression on: exit {EXIT_TOO_NOISY} instead of 1 (default {MAX_SPREAD:g})",
-    )
-    parser.add_argument(
-        "--allow-noisy",
-        action="store_true",
-        help="call a regression on an interval however wide (--fail-below alone decides)",
-    )
-    parsed = parser.parse_args(args)
-    if parsed.fail_below is not None and not parsed.fail_below > 0:
-        raise UserError(f"--fail-below must be a ratio > 0, got {parsed.fail_below}")
-    if not parsed.max_spread > 1:
-        raise UserError(f"--max-spread must be a factor > 1, got {parsed.max_spread:g}")
-    from dpsuite.analysis.report import compare
+    return compare.run(args)
 
-    compared = compare.build_compare(
-        parsed.dirs,
-        parsed.out,
-        parsed.fail_below,
-        max_spread=parsed.max_spread,
-        allow_noisy=parsed.allow_noisy,
-    )
-    if len(compared.ratios):
-        print(f"throughput B / A per configuration ({compare.pair_names(compared.ratios)}):")
-        print(compare.ratio_lines(compared.ratios))
-        print()
-    _print_written(compared)
-    if parsed.fail_below is None:
-        return 0
-    if compared.ratios.empty:
-        raise UserError(
-            "--fail-below: no configuration was run with real workers on two machines, so "
-            "nothing can be compared"
-        )
-    for line in compare.regression_lines(compared.regressed, compared.ratios):
-        print(f"dpsuite: regression: {line}", file=sys.stderr)
-    for line in compare.noisy_lines(compared.noisy, compared.ratios, parsed.max_spread):
-        print(
-            f"dpsuite: too noisy to call: {line}: rerun, or --allow-noisy to gate on it",
-            file=sys.stderr,
-        )
-    if len(compared.regressed):
-        return 1
-    return EXIT_TOO_NOISY if len(compared.noisy) else 0
+
+def _predict(args: list[str]) -> int:
+    from dpsuite.cli import predict
+
+    return predict.run(args)
 
 
 def _schema(args: list[str]) -> int:
@@ -529,8 +363,6 @@ def _command(args: list[str]) -> int:
     if args[0] in COMMANDS:  # the command's own parser takes everything after its name
         return COMMANDS[args[0]].handler(args[1:])
     if not args[0].startswith("-"):
-        from dpsuite.conf.compose import did_you_mean
-
         raise UserError(
             f"unknown command '{args[0]}'{did_you_mean(args[0], list(COMMANDS))} "
             f"(choose from: {', '.join(COMMANDS)})"

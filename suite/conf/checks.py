@@ -10,7 +10,6 @@ Also the field documentation (the string below each field) for ``dpsuite run --h
 from __future__ import annotations
 
 import ast
-import difflib
 import inspect
 import math
 import textwrap
@@ -20,7 +19,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from dpsuite.errors import UserError
+from dpsuite.errors import UserError, did_you_mean
 
 # Mappings in the schema whose keys are fixed though their type is a plain dict.
 FIXED_MAPPINGS = {"batch": ("per_worker", "global")}
@@ -127,8 +126,7 @@ def check_keys(cfg: DictConfig) -> None:
         return
     key, known = unknown[0]
     parent, _, leaf = key.rpartition(".")
-    guess = difflib.get_close_matches(leaf, known, n=1, cutoff=0.6)
-    hint = f" (did you mean {parent + '.' if parent else ''}{guess[0]}?)" if guess else ""
+    hint = did_you_mean(leaf, known, prefix=f"{parent}." if parent else "")
     where = f"{parent} has: {', '.join(known)}" if parent else "see `dpsuite run --help`"
     raise UserError(f"unknown config key '{key}'{hint}; {where}")
 

@@ -8,7 +8,6 @@ overrides, which replace a preset's axis of the same name.
 from __future__ import annotations
 
 import copy
-import difflib
 import math
 import os
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, OmegaConfBaseException, ValidationError
 
 from dpsuite.conf import hydra_internals, schema
-from dpsuite.errors import UserError
+from dpsuite.errors import UserError, did_you_mean
 
 CONFIG_MODULE = "dpsuite.conf"
 GROUPS = ("workload", "lr_rule", "sweep", "sync")
@@ -41,12 +40,6 @@ def group_choices(group: str) -> list[str]:
 def preset_names() -> list[str]:
     """The sweep presets (files starting with _ are shared pieces that presets include)."""
     return [n for n in group_choices("sweep") if not n.startswith("_")]
-
-
-def did_you_mean(word: str, choices: list[str]) -> str:
-    """ " (did you mean X?)" for a close choice, else ""."""
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def compose_config(overrides: list[str], with_hydra: bool = False) -> DictConfig:

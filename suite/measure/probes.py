@@ -22,8 +22,9 @@ when it is defined: it would never be called.
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
+
+from dpsuite.errors import did_you_mean
 
 # Called at the loop's points, only on the probes that override them.
 HOOKS = (
@@ -57,10 +58,7 @@ class Probe:
         super().__init_subclass__(**kwargs)
         for name, value in vars(cls).items():
             if callable(value) and _looks_like_a_hook(name) and name not in HOOKS + OUTPUTS:
-                guess = _LOOP_POINTS.get(name) or next(
-                    iter(difflib.get_close_matches(name, HOOKS + OUTPUTS, n=1, cutoff=0.6)), None
-                )
-                hint = f" (did you mean {guess}?)" if guess else ""
+                hint = did_you_mean(name, HOOKS + OUTPUTS, known=_LOOP_POINTS)
                 raise TypeError(
                     f"{cls.__name__}.{name} is not a probe hook{hint}: the loop never calls it; "
                     f"the hooks are {', '.join(HOOKS + OUTPUTS)}"

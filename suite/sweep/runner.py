@@ -37,7 +37,7 @@ from omegaconf import OmegaConf
 
 from dpsuite import progress
 from dpsuite.conf import compose as preflight
-from dpsuite.errors import ResultsWriteError, UserError
+from dpsuite.errors import ResultsWriteError, UserError, did_you_mean
 from dpsuite.results import SCHEMA_VERSION, now_iso, read_json, read_status, write_json_atomic
 from dpsuite.results import lock as results_lock
 from dpsuite.runtime.ranks import ranks_from_env
@@ -56,8 +56,7 @@ def preset_parts(name: str) -> dict[str, str] | None:
     if name not in preflight.preset_names():
         names = preflight.preset_names()
         raise UserError(
-            f"unknown sweep '{name}'{preflight.did_you_mean(name, names)} "
-            f"(choose from: {', '.join(names)})"
+            f"unknown sweep '{name}'{did_you_mean(name, names)} (choose from: {', '.join(names)})"
         )
     file = resources.files(preflight.CONFIG_MODULE).joinpath(PRESET_GROUP, f"{name}.yaml")
     raw = OmegaConf.create(file.read_text())
