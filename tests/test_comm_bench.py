@@ -131,6 +131,10 @@ def test_two_rank_bench_writes_table_csv_json_with_fingerprint(dpsuite, tmp_path
     assert set(frame["world_size"]) == {2} and set(frame["backend"]) == {"gloo"}
     (meta_file,) = tmp_path.rglob("comm_bench.json")
     meta = json.loads(meta_file.read_text())
+    # the schema is the contract: every column of it, every key one of its
+    header = (meta_file.parent / "comm_bench.csv").read_text().splitlines()[0]
+    assert header.split(",") == results.schema.names(results.schema.COMM_BENCH_ROWS)
+    assert set(meta) <= set(results.schema.names(results.schema.COMM_BENCH_META))
     assert meta["bench_id"] == meta_file.parent.name and meta["bench_id"].startswith("ci-gloo-w2")
     assert meta["dtype"] == "fp32" and meta["warmup"] == 1 and meta["iters"] == 3
     assert meta["collectives"] == list(COLLECTIVES)

@@ -4,8 +4,10 @@ deleting nothing it did not write. Each case starts from real runs of the real C
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,7 +18,7 @@ import pytest
 
 from dpsuite import results
 from dpsuite.cli.main import main
-from dpsuite.results import owned
+from dpsuite.results import gate, owned, schema
 from tests.conftest import REPO, SMALL, run_subprocess
 
 TINY = [*SMALL, "train.max_steps=4", "timing.warmup_steps=1", "timing.calibration_steps=0"]
@@ -81,6 +83,11 @@ DAMAGE = {
     "extra-acc": ({"final_eval_acc": 0.99}, "unknown key final_eval_acc"),
     "bad-status": ({"status": "done"}, "status 'done'"),
     "tag-lines": ({"hardware__tag": "a\nb | c"}, "hardware.tag 'a\\nb | c' is not a machine name"),
+    "test-acc-5": ({"metrics__final_test_acc": 5}, "metrics.final_test_acc is 5, outside [0, 1]"),
+    "mfu-2": ({"metrics__mfu": 2.0}, "metrics.mfu is 2.0, outside [0, 1]"),
+    "hardware-text-count": ({"hardware__cpu_count": "many"}, "hardware.cpu_count is str"),
+    "hardware-negative": ({"hardware__accelerator_count": -1}, "accelerator_count is -1, below 0"),
+    "hardware-unknown": ({"hardware__gpus": 8}, "unknown key hardware.gpus"),
 }
 
 
@@ -196,6 +203,151 @@ def test_comm_bench_results_are_gated(tmp_path):
     (bench / "comm_bench.csv").write_text(header + "all_reduce,1024,256,fp32,inf,0.1,0.1,0\n")
     with pytest.warns(UserWarning, match="time_us is inf in a row"):
         assert results.load_comm_bench(tmp_path).empty
+
+
+# ---- every field of the schema, as the gate holds it -----------------------------------------
+def fields_below(fields: tuple[schema.Field, ...], path: tuple[str, ...] = ()):
+    """(path of keys, field) of every field and, below a mapping the schema describes, its keys'."""
+    for field in fields:
+        yield (*path, field.name), field
+        yield from fields_below(field.fields, (*path, field.name))
+
+
+def nested(path: tuple[str, ...], value) -> dict:
+    """``{"a": {"b": value}}`` for the path ``("a", "b")``."""
+    for key in reversed(path):
+        value = {key: value}
+    return value
+
+
+# The keys a record cannot be checked without (as the schema's required RUN fields), valid.
+REQUIRED = {"schema_version": 2, "run_id": "r", "status": "complete", "workload": "mnist1d_mlp"}
+REQUIRED |= {"mode": "ddp", "workers": 2, "global_batch": 64, "lr_rule": "naive", "seed": 0}
+REQUIRED |= {"config": {}}
+
+
+def record_with(path: tuple[str, ...], value) -> dict:
+    """A record the gate accepts, but for ``value`` at ``path``."""
+    return {**REQUIRED, **nested(path, value)}
+
+
+def refusal(path: tuple[str, ...], what: str) -> str:
+    """The start of the gate's message for the value at ``path``, as a regular expression."""
+    return "^" + re.escape(f"{'.'.join(path)} is {what}")
+
+
+def outside(fields: tuple[schema.Field, ...]) -> list:
+    """(path, value) just outside every declared bound, and far beyond any measured quantity."""
+    cases = []
+    for path, field in fields_below(fields):
+        if field.least is not None:
+            cases.append((path, field.least - 1))
+        if field.most is not None:
+            cases.append((path, field.most + 1))
+        if field.measured and field.numeric:
+            cases.append((path, 10 * schema.MAX_MAGNITUDE))
+    return cases
+
+
+ANOTHER_TYPE = {"int": "5", "float": "fast", "str": 5, "bool": 1, "mapping": [1], "list": {}}
+
+
+def test_the_record_the_field_cases_start_from_is_trusted():
+    assert set(REQUIRED) == {f.name for f in schema.RUN if f.required}
+    gate.check_record(record_with(("metrics", "grad_noise_scale", "final"), 1.0))
+    gate.check_comm_meta(nested(("hardware", "cpu_count"), 2))
+
+
+@pytest.mark.parametrize("path,value", outside(schema.RUN), ids=str)
+def test_the_gate_refuses_a_value_outside_its_fields_range(path, value):
+    with pytest.raises(gate.Untrusted, match=refusal(path, f"{value!r}, ")):
+        gate.check_record(record_with(path, value))
+
+
+@pytest.mark.parametrize("path,field", list(fields_below(schema.RUN)), ids=str)
+def test_the_gate_refuses_a_value_of_another_type(path, field):
+    wrong = ANOTHER_TYPE[field.type]
+    with pytest.raises(gate.Untrusted, match=refusal(path, f"{type(wrong).__name__} ")):
+        gate.check_record(record_with(path, wrong))
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_the_gate_refuses_a_record_without_a_required_key(name):
+    rec = record_with(("metrics", "samples_per_s"), 1.0)
+    del rec[name]
+    with pytest.raises(gate.Untrusted, match=f"^{name} is missing$"):
+        gate.check_record(rec)
+
+
+@pytest.mark.parametrize("path,value", outside(schema.COMM_BENCH_META), ids=str)
+def test_comm_bench_meta_outside_its_range_is_refused(path, value):
+    with pytest.raises(gate.Untrusted, match=refusal(path, f"{value!r}, ")):
+        gate.check_comm_meta(nested(path, value))
+
+
+@pytest.mark.parametrize("path,field", list(fields_below(schema.COMM_BENCH_META)), ids=str)
+def test_comm_bench_meta_of_another_type_is_refused(path, field):
+    wrong = ANOTHER_TYPE[field.type]
+    with pytest.raises(gate.Untrusted, match=refusal(path, f"{type(wrong).__name__} ")):
+        gate.check_comm_meta(nested(path, wrong))
+
+
+COMM_ROW = {"collective": "all_reduce", "size_bytes": 1024, "count": 256, "dtype": "fp32"}
+COMM_ROW |= {"time_us": 10.0, "algbw_GBps": 0.1, "busbw_GBps": 0.1, "errors": 0}
+
+
+def comm_cases() -> list:
+    """(column, cell) for every numeric column: text, infinite, below its least, not whole."""
+    cases = []
+    for field in schema.COMM_BENCH_ROWS:
+        if field.numeric:
+            cases += [(field.name, "fast"), (field.name, "inf"), (field.name, "")]
+            cases += [(field.name, str(field.least - 1))] if field.least is not None else []
+            cases += [(field.name, "1.5")] if field.type == "int" else []
+    return cases
+
+
+def write_bench(root: Path, row: dict) -> Path:
+    bench = root / "comm_bench" / "b1"
+    bench.mkdir(parents=True)
+    (bench / "comm_bench.json").write_text(json.dumps({"bench_id": "b1", "world_size": 2}))
+    (bench / "comm_bench.csv").write_text(",".join(row) + "\n" + ",".join(map(str, row.values())))
+    return bench
+
+
+def test_the_comm_bench_row_the_cases_start_from_is_read(tmp_path):
+    write_bench(tmp_path, COMM_ROW)
+    assert set(schema.numeric(schema.COMM_BENCH_ROWS)) <= set(COMM_ROW)
+    assert len(results.load_comm_bench(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("column,cell", comm_cases())
+def test_a_comm_bench_csv_with_a_bad_number_in_any_numeric_column_is_left_out(
+    tmp_path, column, cell
+):
+    write_bench(tmp_path, {**COMM_ROW, column: cell})
+    with pytest.warns(UserWarning, match=f"comm_bench/b1: {column} is .* in a row, not a finite"):
+        assert results.load_comm_bench(tmp_path).empty
+
+
+def test_a_comm_bench_csv_with_an_unknown_column_is_left_out(tmp_path):
+    write_bench(tmp_path, {**COMM_ROW, "speed": 3})
+    with pytest.warns(UserWarning, match="unknown column speed"):
+        assert results.load_comm_bench(tmp_path).empty
+
+
+def test_the_gate_holds_no_table_of_field_names():
+    """Every field's rules are the schema's: no set, tuple, list or dict of its names in gate.py."""
+    every_name = {f.name for _, section in schema.SECTIONS for _, f in fields_below(section)}
+    tree = ast.parse(Path(gate.__file__).read_text())
+    tables = [n for n in ast.walk(tree) if isinstance(n, (ast.Set, ast.Tuple, ast.List, ast.Dict))]
+    named = {
+        c.value
+        for table in tables
+        for c in ast.walk(table)
+        if isinstance(c, ast.Constant) and c.value in every_name
+    }
+    assert named == set()
 
 
 # ---- writers ----------------------------------------------------------------------------------

@@ -206,7 +206,10 @@ def _predict(args: list[str]) -> int:
 def _schema(args: list[str]) -> int:
     parser = ArgParser(
         prog="dpsuite schema",
-        description="Every run.json key and CSV column: name, unit, type and meaning.",
+        description=(
+            "Every key and column of run.json, comm_bench.json and the CSV files: name, unit, "
+            "type, range, whether required, and meaning."
+        ),
     )
     parser.parse_args(args)
     from dpsuite.results import schema
@@ -286,9 +289,7 @@ COMMANDS = {
             "parquet|tensorboard|wandb RESULTS_DIR",
             "a results tree as Parquet files, TensorBoard event files or offline W&B runs",
         ),
-        Command(
-            "schema", _schema, "", "every run.json key and CSV column: name, unit, type, meaning"
-        ),
+        Command("schema", _schema, "", "every results key and column: unit, type, range, meaning"),
     )
 }
 

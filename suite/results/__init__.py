@@ -1,6 +1,6 @@
 """Results on disk and how to read them: ``dpsuite.results.load("results/...")`` and friends.
 
-Names, units and meanings of every key and column: ``dpsuite.results.schema``.
+Names, units, types, ranges and meanings of every key and column: ``dpsuite.results.schema``.
 """
 
 from dpsuite.results import schema

@@ -1,12 +1,13 @@
 """The one gate every results reader goes through: which files below a tree are trusted.
 
-A run.json is trusted only when every key is one of ``dpsuite.results.schema``'s, every value has
-its type, is finite and within its range, its status and pid make sense, it is where its run id
+A run.json is trusted only when its required keys are there, every key (nested ones included) is
+one of ``dpsuite.results.schema``'s, every value has its type, is finite and within its range
+(all as the schema's fields declare them), its status and pid make sense, it is where its run id
 says (its directory's name), once, and its config (whatever schema version it claims) still
-hashes to its run id. A comm-bench result is trusted when its JSON and its CSV have their types,
-finite values and ranges. Only regular files are opened (a FIFO named run.json would block the
-reader); a directory that cannot be read is a warning, never silence. Everything left out is
-one warning naming the file and the field.
+hashes to its run id. A comm-bench result is trusted when its JSON and its CSV hold the schema's
+keys and columns, of their types, finite and within their ranges. Only regular files are opened
+(a FIFO named run.json would block the reader); a directory that cannot be read is a warning,
+never silence. Everything left out is one warning naming the file and the field.
 """
 
 from __future__ import annotations
@@ -25,25 +26,12 @@ from dpsuite.results.store import STATUSES, make_run_id, read_json, run_identity
 
 # Versions of the schema a reader understands; all of them carry a config that hashes to the id.
 SCHEMA_VERSIONS = (1, 2)
-# Keys without which a record cannot be checked against its run id.
-REQUIRED = ("schema_version", "run_id", "status", "workload", "mode", "workers", "global_batch")
-REQUIRED += ("lr_rule", "seed", "config")
-# No time, rate, size or count a run measures comes near this: a larger one is damage.
-MAX_MAGNITUDE = 1e18
 # A process id the kernel can hand out (pid_t is a C int).
 MAX_PID = 2**31 - 1
-# Units whose values are never negative, but for differences of two clocks (exposed_comm_s,
-# and the communication timings read from the reducer's or a hook's timestamps).
-NON_NEGATIVE_UNITS = {"s", "samples/s", "tokens/s", "count", "bytes", "MiB", "MB", "TFLOP/s"}
-NON_NEGATIVE_UNITS |= {"FLOP", "epochs"}
-SIGNED = {"exposed_comm_s", "comm_fraction", "comm_time_s", "comm_time_p90_s", "comm_wait_s"}
-# Accuracies are fractions of the eval set.
-UNIT_INTERVAL = {"target_acc", "final_eval_acc", "best_eval_acc"}
 # What a machine's name may hold: it names files and lines of Markdown tables. New tags are held
 # to this; a recorded one (older versions took any text) only to a single line of table text.
 TAG_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
 RECORDED_TAG = re.compile(r"[^\x00-\x1f\x7f|`]{1,200}")
-LEAST = {"workers": 1, "global_batch": 1, "per_worker_batch": 1, "base_batch": 1}
 
 
 class Untrusted(ValueError):
@@ -95,6 +83,17 @@ def _check_type(name: str, value: Any, kind: str) -> None:
         raise Untrusted(f"{name} is {type(value).__name__} {value!r:.40}, not {kind}")
 
 
+def _out_of_range(field: schema.Field, value: float) -> str | None:
+    """Why a finite number is outside the field's declared range, or None."""
+    if field.least is not None and field.most is not None:
+        return None if field.least <= value <= field.most else f"outside {field.range}"
+    if field.least is not None and value < field.least:
+        return f"below {field.least:g}"
+    if field.most is not None and value > field.most:
+        return f"above {field.most:g}"
+    return None
+
+
 def _check_range(name: str, field: schema.Field, value: Any) -> None:
     if not _number(value):
         return
@@ -103,17 +102,19 @@ def _check_range(name: str, field: schema.Field, value: Any) -> None:
     if isinstance(value, int) and not -(2**63) <= value < 2**63:
         raise Untrusted(f"{name} is {value}, beyond a 64-bit integer")
     # A loss or a gradient statistic of a diverging run can be huge; a time or a rate cannot.
-    if field.unit in NON_NEGATIVE_UNITS and abs(value) > MAX_MAGNITUDE:
+    if field.measured and abs(value) > schema.MAX_MAGNITUDE:
         raise Untrusted(f"{name} is {value!r}, not a measurement")
-    least = LEAST.get(field.name, 0)
-    if field.unit in NON_NEGATIVE_UNITS and field.name not in SIGNED and value < least:
-        raise Untrusted(f"{name} is {value!r}, below {least}")
-    if field.name in UNIT_INTERVAL and not 0 <= value <= 1:
-        raise Untrusted(f"{name} is {value!r}, outside [0, 1]")
+    reason = _out_of_range(field, value)
+    if reason:
+        raise Untrusted(f"{name} is {value!r}, {reason}")
 
 
 def _check_fields(prefix: str, data: Mapping[str, Any], fields: tuple[schema.Field, ...]) -> None:
-    """Known keys, each of its type (null: not measured), finite and in range."""
+    """The required keys present; every key known, of its type (null: not measured), finite and
+    in range; a mapping whose keys the schema describes, checked the same way."""
+    missing = [f.name for f in fields if f.required and data.get(f.name) is None]
+    if missing:
+        raise Untrusted(f"{prefix}{missing[0]} is missing")
     by_name = {f.name: f for f in fields}
     for key, value in data.items():
         name = f"{prefix}{key}"
@@ -124,22 +125,23 @@ def _check_fields(prefix: str, data: Mapping[str, Any], fields: tuple[schema.Fie
             continue
         _check_type(name, value, field.type)
         _check_range(name, field, value)
+        if field.fields:
+            _check_fields(f"{name}.", value, field.fields)
+
+
+def _check_tag(hardware: Any) -> None:
+    tag = hardware.get("tag") if isinstance(hardware, Mapping) else None
+    if tag is not None and not (isinstance(tag, str) and RECORDED_TAG.fullmatch(tag)):
+        raise Untrusted(f"hardware.tag {tag!r:.40} is not a machine name")
 
 
 def check_record(rec: Any) -> None:
     """Raise Untrusted (naming the field) unless ``rec`` is a run.json as a run writes it."""
     if not isinstance(rec, dict):
         raise Untrusted("not a run record (a JSON object)")
-    missing = [k for k in REQUIRED if rec.get(k) is None]
-    if missing:
-        raise Untrusted(f"{missing[0]} is missing")
     _check_fields("", rec, schema.RUN)
     if rec["schema_version"] not in SCHEMA_VERSIONS:
         raise Untrusted(f"schema_version {rec['schema_version']} is not one this version reads")
-    metrics = rec.get("metrics") or {}
-    _check_fields("metrics.", metrics, schema.METRICS)
-    for name in ("grad_noise_scale",):
-        _check_fields(f"metrics.{name}.", metrics.get(name) or {}, schema.GRAD_NOISE_SCALE)
     if rec["status"] not in STATUSES:
         raise Untrusted(f"status {rec['status']!r} is not one of {', '.join(STATUSES)}")
     pid = rec.get("pid")
@@ -151,9 +153,7 @@ def check_record(rec: Any) -> None:
             f"per_worker_batch {per_worker} x workers {rec['workers']} is not global_batch "
             f"{rec['global_batch']}"
         )
-    tag = (rec.get("hardware") or {}).get("tag")
-    if tag is not None and not (isinstance(tag, str) and RECORDED_TAG.fullmatch(tag)):
-        raise Untrusted(f"hardware.tag {tag!r:.40} is not a machine name")
+    _check_tag(rec.get("hardware"))
 
 
 def hashes_to_its_id(rec: Mapping[str, Any]) -> bool:
@@ -209,32 +209,43 @@ def trusted_runs(root: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
 
 
 # ---- comm-bench results ----------------------------------------------------------------------
-COMM_META = {"bench_id": "str", "world_size": "int", "backend": "str"}
-# CSV columns that must be numbers, and the least each may be.
-COMM_NUMERIC = {"size_bytes": 1, "count": 1, "time_us": 0, "algbw_GBps": 0, "busbw_GBps": 0}
-COMM_NUMERIC["errors"] = 0
-
-
 def check_comm_meta(meta: Any) -> None:
+    """Raise Untrusted (naming the key) unless ``meta`` is a comm_bench.json as comm-bench
+    writes it."""
     if not isinstance(meta, dict):
         raise Untrusted("not a comm-bench record (a JSON object)")
-    for key, kind in COMM_META.items():
-        if meta.get(key) is not None:
-            _check_type(key, meta[key], kind)
-    if meta.get("world_size") is not None and meta["world_size"] < 1:
-        raise Untrusted(f"world_size is {meta['world_size']}, below 1")
-    hardware = meta.get("hardware")
-    tag = hardware.get("tag") if isinstance(hardware, dict) else None
-    if tag is not None and not (isinstance(tag, str) and RECORDED_TAG.fullmatch(tag)):
-        raise Untrusted(f"hardware.tag {tag!r:.40} is not a machine name")
+    _check_fields("", meta, schema.COMM_BENCH_META)
+    _check_tag(meta.get("hardware"))
+
+
+def _expected(field: schema.Field) -> str:
+    return f"a finite {field.type} {field.range}".rstrip()
 
 
 def check_comm_rows(frame) -> None:
-    """Every numeric column of a comm-bench CSV a finite number within its range."""
+    """The required columns and no unknown one; every cell of a numeric column a finite number
+    of its type within its range (as ``schema.COMM_BENCH_ROWS`` declares them)."""
     import pandas as pd
 
-    for column, least in COMM_NUMERIC.items():
-        values = pd.to_numeric(frame[column], errors="coerce")
-        bad = ~(values.notna() & values.abs().le(MAX_MAGNITUDE) & values.ge(least))
-        if bad.any():
-            raise Untrusted(f"{column} is {frame[column][bad].iloc[0]} in a row")
+    by_name = {f.name: f for f in schema.COMM_BENCH_ROWS}
+    missing = [f.name for f in schema.COMM_BENCH_ROWS if f.required and f.name not in frame]
+    if missing:
+        raise Untrusted(f"missing columns {missing}")
+    unknown = [str(c) for c in frame.columns if c not in by_name]
+    if unknown:
+        raise Untrusted(f"unknown column {unknown[0]}")
+    for field in schema.COMM_BENCH_ROWS:
+        if not field.numeric or field.name not in frame:
+            continue
+        values = pd.to_numeric(frame[field.name], errors="coerce")
+        largest = schema.MAX_MAGNITUDE if field.measured else math.inf
+        ok = values.notna() & values.abs().lt(math.inf) & values.abs().le(largest)
+        if field.least is not None:
+            ok &= values.ge(field.least)
+        if field.most is not None:
+            ok &= values.le(field.most)
+        if field.type == "int":
+            ok &= values.mod(1).eq(0)
+        if not ok.all():
+            value = frame[field.name][~ok].iloc[0]
+            raise Untrusted(f"{field.name} is {value} in a row, not {_expected(field)}")

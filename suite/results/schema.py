@@ -1,249 +1,404 @@
-"""The results schema: the name, unit, type and meaning of every run.json key and CSV column.
+"""The results schema: the name, unit, type, range and meaning of every run.json key, every
+comm-bench key and every CSV column.
 
-The writer (the training loop, the launcher), the loader (``dpsuite.results.load``), the reports,
-``dpsuite compare`` and the tests all take names from here. Units: ``s`` seconds, ``fraction``
-0..1 (accuracy included: the report prints it as %), ``bytes``, ``MiB`` (2^20 bytes),
-``samples/s``, ``TFLOP/s``; ``count`` for integers that count things; empty when unitless.
+The writer (the training loop, the launcher, comm-bench), the loader (``dpsuite.results.load``),
+the gate every reader goes through (``dpsuite.results.gate``: it takes each field's type, range
+and required-ness from here), the reports, ``dpsuite compare`` and the tests all take names from
+here. Units: ``s`` seconds, ``us`` microseconds, ``fraction`` 0..1 (accuracy included: the
+report prints it as %), ``bytes``, ``MiB`` (2^20 bytes), ``GiB``, ``samples/s``, ``GB/s`` (1e9
+bytes/s), ``TFLOP/s``; ``count`` for integers that count things; empty when unitless.
+
+A field's range follows from its unit unless it declares its own: a measured quantity (a unit of
+``MEASURED_UNITS``) is at least 0, a fraction is in [0, 1]; ``signed`` lifts the lower bound (a
+difference of two clocks), ``least`` and ``most`` are bounds of the field's own. ``required``
+keys must be present (not null) for a record to be checked at all.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Units of what a run measures (times, rates, sizes, counts): never below 0 unless a field is
+# declared signed. Not ``samples``: B_simple is an estimate (a ratio of two noisy estimates).
+MEASURED_UNITS = frozenset(
+    {"s", "us", "samples/s", "tokens/s", "count", "bytes", "MiB", "MB", "GiB", "GB/s"}
+    | {"TFLOP/s", "FLOP", "epochs"}
+)
+FRACTION = "fraction"
+# No time, rate, size or count a run measures comes near this: a larger one is damage.
+MAX_MAGNITUDE = 1e18
+
 
 @dataclass(frozen=True)
 class Field:
+    """One key or column. A number's bounds left as None take its unit's (see the module's
+    docstring); ``signed`` lifts the unit's lower bound."""
+
     name: str
     unit: str
     type: str  # float, int, str, bool, mapping, list
     meaning: str
+    least: float | None = None
+    most: float | None = None
+    signed: bool = False  # may be below 0 although its unit is measured (or a fraction)
+    required: bool = False
+    fields: tuple[Field, ...] = ()  # a mapping's keys, where the schema describes them
+
+    def __post_init__(self) -> None:
+        if not self.numeric:  # a list of sizes, or text such as "4,4": no range
+            return
+        bounded_below = self.unit in MEASURED_UNITS or self.unit == FRACTION
+        if self.least is None and bounded_below and not self.signed:
+            object.__setattr__(self, "least", 0)
+        if self.most is None and self.unit == FRACTION:
+            object.__setattr__(self, "most", 1)
+
+    @property
+    def measured(self) -> bool:
+        """A time, rate, size or count: no value of it comes near ``MAX_MAGNITUDE``."""
+        return self.unit in MEASURED_UNITS
+
+    @property
+    def numeric(self) -> bool:
+        return self.type in ("int", "float")
+
+    @property
+    def range(self) -> str:
+        """The bounds as text: ``[0, 1]``, ``>= 1``, ``<= 1`` or empty (none)."""
+        if self.least is not None and self.most is not None:
+            return f"[{self.least:g}, {self.most:g}]"
+        if self.least is not None:
+            return f">= {self.least:g}"
+        return f"<= {self.most:g}" if self.most is not None else ""
 
 
-def _fields(*rows: tuple[str, str, str, str]) -> tuple[Field, ...]:
-    return tuple(Field(*row) for row in rows)
-
-
-# Top-level run.json keys: what the run was (its summary), and its life.
-RUN = _fields(
-    ("schema_version", "", "int", "version of this schema the file follows"),
-    ("run_id", "", "str", "readable, stable id: the config's hash (the directory's name)"),
-    ("status", "", "str", "running, complete, diverged or failed"),
-    ("error", "", "str", "why a run failed or diverged (first cause, one line)"),
-    ("workload", "", "str", "model and data"),
-    ("mode", "", "str", "ddp (real processes) or simulated (workers in one process)"),
-    ("workers", "count", "int", "data-parallel workers"),
-    ("per_worker_batch", "count", "int", "samples per worker per step"),
-    ("global_batch", "count", "int", "samples per step over all workers"),
-    ("lr_rule", "", "str", "how the LR scales with the global batch"),
-    ("base_lr", "", "float", "LR at base_batch (the small-batch recipe)"),
-    ("base_batch", "count", "int", "batch of the small-batch recipe"),
-    ("lr_exponent", "", "float", "peak_lr = base_lr x (global_batch / base_batch) ** this"),
-    ("peak_lr", "", "float", "LR after warmup, before decay"),
-    ("warmup_epochs", "epochs", "float", "epochs of gradual warmup (0: none)"),
-    ("epochs", "epochs", "int", "epochs budgeted"),
-    ("seed", "", "int", "seed of initialisation and data order"),
-    ("repeat", "", "int", "index of a repeated measurement of the same config"),
-    ("precision", "", "str", "fp32, fp64, bf16 or fp16"),
-    ("threads_per_worker", "count", "int", "compute threads of each worker process"),
-    ("target_acc", "fraction", "float", "eval accuracy counted as reaching the target"),
-    ("momentum", "", "float", "SGD momentum"),
-    ("weight_decay", "", "float", "L2 weight decay"),
-    ("schedule", "", "str", "LR decay after warmup"),
-    ("device", "", "str", "cpu or cuda"),
-    ("backend", "", "str", "gloo or nccl"),
-    ("bucket_cap_mb", "MB", "float", "DDP gradient bucket size"),
-    ("sync", "", "str", "synchronization strategy"),
-    ("sync_label", "", "str", "the strategy with its parameters, for plots"),
-    ("lr_rule_own_recipe", "", "bool", "the LR rule brings its own base LR and schedule"),
-    ("lr_rule_order", "", "int", "the LR rule's place in the reports (its registry's order)"),
-    ("sync_order", "", "int", "the strategy's place in the reports (its registry's order)"),
-    ("pid", "", "int", "process that wrote the record (a dead one: the run failed)"),
-    ("host", "", "str", "host of that process"),
-    ("started_at", "", "str", "ISO 8601, UTC (a UTC datetime in `load`'s frame)"),
-    ("finished_at", "", "str", "ISO 8601, UTC (a UTC datetime in `load`'s frame)"),
-    ("heartbeat_at", "", "str", "last update, ISO 8601, UTC"),
-    ("progress", "", "mapping", "step and epoch at the last evaluation"),
-    ("wall_time_s", "s", "float", "the run's wall time, setup included"),
-    ("init_digest", "", "str", "SHA-256 of the initial parameters (same on every rank)"),
-    ("num_params", "count", "int", "model parameters"),
-    (
-        "param_numels",
-        "count",
-        "list",
-        "elements of each trainable parameter tensor, registration order (DDP's buckets)",
-    ),
-    ("steps_per_epoch", "count", "int", "optimizer steps per epoch"),
-    ("total_steps", "count", "int", "optimizer steps budgeted"),
-    ("train_samples", "count", "int", "training samples"),
-    ("eval_samples", "count", "int", "evaluation samples"),
-    (
-        "synthetic_data",
-        "",
-        "bool",
-        "random inputs of a throughput benchmark: accuracy not meaningful (left out of reports)",
-    ),
-    ("config", "", "mapping", "the resolved config (every key, see `dpsuite run --help`)"),
-    ("hardware", "", "mapping", "the hardware and software fingerprint"),
-    ("metrics", "", "mapping", "what was measured (below)"),
+# run.json `metrics.grad_noise_scale` (`grad_noise_scale.*` columns of the loaded frame).
+GRAD_NOISE_SCALE = (
+    Field("final", "samples", "float", "B_simple of the last window of window_steps steps"),
+    Field("mean", "samples", "float", "mean of B_simple over the windows"),
+    Field("pooled", "samples", "float", "B_simple pooled over every measured step of the run"),
+    Field("grad_sq", "", "float", "|G|^2, mean estimate over the run"),
+    Field("trace", "", "float", "tr(Sigma), mean estimate over the run"),
+    Field("b_small", "count", "float", "batch of one piece (B_small)"),
+    Field("b_big", "count", "int", "batch of the averaged gradient (B_big)"),
+    Field("estimates", "count", "int", "measured steps"),
+    Field("windows", "count", "int", "windows closed"),
+    Field("window_steps", "count", "int", "training steps a window spans"),
+    Field("every_steps", "count", "int", "measured on every every_steps-th step"),
+    Field("method", "", "str", "ranks, micro_batches or halves"),
 )
 
-METRICS = _fields(
-    (
+METRICS = (
+    Field(
         "samples_per_s",
         "samples/s",
         "float",
         "global samples of the timed steps / the slowest rank's summed step time",
     ),
-    ("samples_per_s_per_worker", "samples/s", "float", "samples_per_s / workers"),
-    ("tokens_per_s", "tokens/s", "float", "token workloads: samples_per_s x tokens per sample"),
-    ("step_time_s", "s", "float", "median step time (max across ranks per step)"),
-    ("step_time_p90_s", "s", "float", "90th percentile step time (nearest rank)"),
-    ("step_time_min_s", "s", "float", "fastest step"),
-    ("timed_steps", "count", "int", "steps timed (warm-up excluded)"),
-    ("compute_time_s", "s", "float", "median step time without gradient sync (calibration)"),
-    ("exposed_comm_s", "s", "float", "step_time_s - compute_time_s: what sync adds to a step"),
-    (
+    Field("samples_per_s_per_worker", "samples/s", "float", "samples_per_s / workers"),
+    Field(
+        "tokens_per_s", "tokens/s", "float", "token workloads: samples_per_s x tokens per sample"
+    ),
+    Field("step_time_s", "s", "float", "median step time (max across ranks per step)"),
+    Field("step_time_p90_s", "s", "float", "90th percentile step time (nearest rank)"),
+    Field("step_time_min_s", "s", "float", "fastest step"),
+    Field("timed_steps", "count", "int", "steps timed (warm-up excluded)"),
+    Field("compute_time_s", "s", "float", "median step time without gradient sync (calibration)"),
+    Field(
+        "exposed_comm_s",
+        "s",
+        "float",
+        "step_time_s - compute_time_s: what sync adds to a step",
+        signed=True,
+    ),
+    Field(
         "rank_compute_time_s",
         "s",
         "float",
         "step time without sync of the typical rank (each rank's median, averaged over ranks)",
     ),
-    (
+    Field(
         "straggler_wait_s",
         "s",
         "float",
         "compute_time_s - rank_compute_time_s: the wait for the slowest rank in a step",
     ),
-    ("comm_fraction", "fraction", "float", "exposed_comm_s / step_time_s"),
-    ("calibration_steps", "count", "int", "steps timed without sync"),
-    ("comm_time_s", "s", "float", "median time communication was in flight per step"),
-    ("comm_time_p90_s", "s", "float", "90th percentile of it"),
-    (
+    Field("comm_fraction", "fraction", "float", "exposed_comm_s / step_time_s", signed=True),
+    Field("calibration_steps", "count", "int", "steps timed without sync"),
+    Field(
+        "comm_time_s", "s", "float", "median time communication was in flight per step", signed=True
+    ),
+    Field("comm_time_p90_s", "s", "float", "90th percentile of it", signed=True),
+    Field(
         "comm_wait_s",
         "s",
         "float",
         "median time a step waited for communication after its last gradient was ready",
+        signed=True,
     ),
-    ("comm_sampled_steps", "count", "int", "steps whose communication was timed"),
-    ("comm_samples_rejected", "count", "int", "reducer samples not matching their step"),
-    (
+    Field("comm_sampled_steps", "count", "int", "steps whose communication was timed"),
+    Field("comm_samples_rejected", "count", "int", "reducer samples not matching their step"),
+    Field(
         "comm_timing",
         "",
         "str",
         "ddp_reducer (DDP's timers, sampled), hook (every step) or clock (an exchange outside DDP)",
     ),
-    (
+    Field(
         "wire_bytes_per_step",
         "bytes",
         "float",
         "bytes one worker sends per step (an all-reduce of S bytes among n ranks: 2(n-1)/n x S)",
     ),
-    ("server_wire_bytes_per_step", "bytes", "float", "bytes the parameter server sends per step"),
-    ("wire_bytes_total", "bytes", "float", "bytes one worker sent over the run"),
-    ("wire_bytes_histogram", "bytes", "list", "[bytes sent, steps] pairs (a worker's)"),
-    ("collectives_per_step", "count", "float", "communication calls per step"),
-    ("flops_per_sample", "FLOP", "float", "model FLOPs per sample, forward and backward"),
-    ("model_tflops_per_device", "TFLOP/s", "float", "achieved model FLOP/s per device"),
-    ("mfu", "fraction", "float", "model_tflops_per_device / peak_tflops"),
-    (
+    Field(
+        "server_wire_bytes_per_step", "bytes", "float", "bytes the parameter server sends per step"
+    ),
+    Field("wire_bytes_total", "bytes", "float", "bytes one worker sent over the run"),
+    Field("wire_bytes_histogram", "bytes", "list", "[bytes sent, steps] pairs (a worker's)"),
+    Field("collectives_per_step", "count", "float", "communication calls per step"),
+    Field("flops_per_sample", "FLOP", "float", "model FLOPs per sample, forward and backward"),
+    Field("model_tflops_per_device", "TFLOP/s", "float", "achieved model FLOP/s per device"),
+    Field("mfu", "fraction", "float", "model_tflops_per_device / peak_tflops"),
+    Field(
         "peak_tflops",
         "TFLOP/s",
         "float",
         "the device's peak at the run's precision: hardware.peak_tflops, or a known GPU's",
     ),
-    ("peak_rss_mib", "MiB", "float", "peak resident memory of a rank (max across ranks)"),
-    ("peak_rss_since_run_start", "", "bool", "false: the process's peak, not the run's"),
-    ("peak_cuda_allocated_mib", "MiB", "float", "peak CUDA memory allocated by PyTorch"),
-    ("steps", "count", "int", "optimizer steps taken"),
-    ("final_train_loss", "", "float", "mean training loss before the last evaluation"),
-    ("final_eval_loss", "", "float", "eval loss at the last evaluation"),
-    ("final_eval_acc", "fraction", "float", "eval accuracy at the last evaluation"),
-    ("best_eval_acc", "fraction", "float", "best eval accuracy over the evaluations"),
-    (
+    Field("peak_rss_mib", "MiB", "float", "peak resident memory of a rank (max across ranks)"),
+    Field("peak_rss_since_run_start", "", "bool", "false: the process's peak, not the run's"),
+    Field("peak_cuda_allocated_mib", "MiB", "float", "peak CUDA memory allocated by PyTorch"),
+    Field("steps", "count", "int", "optimizer steps taken"),
+    Field("final_train_loss", "", "float", "mean training loss before the last evaluation"),
+    Field("final_eval_loss", "", "float", "eval loss at the last evaluation"),
+    Field("final_eval_acc", "fraction", "float", "eval accuracy at the last evaluation"),
+    Field("best_eval_acc", "fraction", "float", "best eval accuracy over the evaluations"),
+    Field(
         "steps_to_target",
         "count",
         "int",
         "first evaluated step with eval_acc >= target_acc (the median of train.target_evals "
         "evaluations, counted at the middle one)",
     ),
-    ("epochs_to_target", "epochs", "float", "the same in epochs"),
-    ("eval_split", "", "str", "the split evaluated during training: validation or test"),
-    ("final_test_loss", "", "float", "the final model's loss on the test split"),
-    ("final_test_acc", "fraction", "float", "the final model's accuracy on the test split"),
-    ("grad_noise_scale", "", "mapping", "gradient noise scale (below); empty when not measured"),
-)
-
-GRAD_NOISE_SCALE = _fields(
-    ("final", "samples", "float", "B_simple of the last window of window_steps steps"),
-    ("mean", "samples", "float", "mean of B_simple over the windows"),
-    ("pooled", "samples", "float", "B_simple pooled over every measured step of the run"),
-    ("grad_sq", "", "float", "|G|^2, mean estimate over the run"),
-    ("trace", "", "float", "tr(Sigma), mean estimate over the run"),
-    ("b_small", "count", "float", "batch of one piece (B_small)"),
-    ("b_big", "count", "int", "batch of the averaged gradient (B_big)"),
-    ("estimates", "count", "int", "measured steps"),
-    ("windows", "count", "int", "windows closed"),
-    ("window_steps", "count", "int", "training steps a window spans"),
-    ("every_steps", "count", "int", "measured on every every_steps-th step"),
-    ("method", "", "str", "ranks, micro_batches or halves"),
+    Field("epochs_to_target", "epochs", "float", "the same in epochs"),
+    Field("eval_split", "", "str", "the split evaluated during training: validation or test"),
+    Field("final_test_loss", "", "float", "the final model's loss on the test split"),
+    Field("final_test_acc", "fraction", "float", "the final model's accuracy on the test split"),
+    Field(
+        "grad_noise_scale",
+        "",
+        "mapping",
+        "gradient noise scale (below); empty when not measured",
+        fields=GRAD_NOISE_SCALE,
+    ),
 )
 
 # Columns `dpsuite.results.load` adds to the run.json keys.
-LOADED = _fields(("run_dir", "", "str", "the run's directory"))
+LOADED = (Field("run_dir", "", "str", "the run's directory"),)
 
 # run.json `hardware` (the fingerprint; `hardware.*` columns of the loaded frame).
-HARDWARE = _fields(
-    ("tag", "", "str", "your name for the machine (hardware.tag=NAME); groups runs by machine"),
-    ("hostname", "", "str", "host the run's rank 0 ran on"),
-    ("cpu", "", "str", "CPU model"),
-    ("cpu_count", "count", "int", "the machine's logical cores"),
-    ("cpus_usable", "count", "int", "cores the run's process could use (its affinity)"),
-    ("cpus_allocated", "count", "int", "the SLURM job's cores on the node (empty: no SLURM)"),
-    ("accelerator", "", "str", "GPU model, or none"),
-    ("accelerator_count", "count", "int", "GPUs visible to the run"),
-    ("accelerator_memory_gib", "GiB", "float", "memory of one GPU"),
-    ("backend", "", "str", "torch.distributed backend: gloo or nccl"),
-    ("torch", "", "str", "PyTorch version"),
-    ("cuda", "", "str", "CUDA version PyTorch was built with (empty: CPU build)"),
-    ("nccl", "", "str", "NCCL version (empty: none)"),
-    ("python", "", "str", "Python version"),
-    ("os", "", "str", "platform string (kernel, libc)"),
-    ("os_release", "", "str", "operating system release"),
-    ("libc", "", "str", "C library and its version"),
-    ("torch_debug_build", "", "bool", "PyTorch is a debug build (timings then mean little)"),
-    ("cudnn", "", "int", "cuDNN version (empty: none)"),
-    ("gpu_driver", "", "str", "NVIDIA driver version"),
-    ("gpu_models", "", "str", "the GPUs' models"),
-    ("gpu_pcie", "", "str", "each GPU's PCIe link, e.g. gen5 x16 (nvidia-ml-py)"),
-    ("gpu_nvlinks", "count", "str", "each GPU's active NVLinks (nvidia-ml-py)"),
-    ("gpu_topology", "", "str", "the path between every pair of GPUs, as nvidia-smi topo -m"),
-    ("workers_per_host", "count", "int", "ranks of the run on this host"),
-    ("threads_per_worker", "count", "int", "compute threads of each worker process"),
-    ("oversubscribed", "", "bool", "workers x threads exceed the usable cores (contention)"),
-    ("env", "", "mapping", "NCCL_*, GLOO_*, CUDA_*, OMP_*, ... as the command started"),
-    ("machine_id", "", "str", "hash of host, CPU and accelerators: one id per node"),
+HARDWARE = (
+    Field(
+        "tag", "", "str", "your name for the machine (hardware.tag=NAME); groups runs by machine"
+    ),
+    Field("hostname", "", "str", "host the run's rank 0 ran on"),
+    Field("cpu", "", "str", "CPU model"),
+    Field("cpu_count", "count", "int", "the machine's logical cores"),
+    Field("cpus_usable", "count", "int", "cores the run's process could use (its affinity)"),
+    Field("cpus_allocated", "count", "int", "the SLURM job's cores on the node (empty: no SLURM)"),
+    Field("accelerator", "", "str", "GPU model, or none"),
+    Field("accelerator_count", "count", "int", "GPUs visible to the run"),
+    Field("accelerator_memory_gib", "GiB", "float", "memory of one GPU"),
+    Field("backend", "", "str", "torch.distributed backend: gloo or nccl"),
+    Field("torch", "", "str", "PyTorch version"),
+    Field("cuda", "", "str", "CUDA version PyTorch was built with (empty: CPU build)"),
+    Field("nccl", "", "str", "NCCL version (empty: none)"),
+    Field("python", "", "str", "Python version"),
+    Field("os", "", "str", "platform string (kernel, libc)"),
+    Field("os_release", "", "str", "operating system release"),
+    Field("libc", "", "str", "C library and its version"),
+    Field("torch_debug_build", "", "bool", "PyTorch is a debug build (timings then mean little)"),
+    Field("cudnn", "", "int", "cuDNN version (empty: none)"),
+    Field("gpu_driver", "", "str", "NVIDIA driver version"),
+    Field("gpu_models", "", "str", "the GPUs' models"),
+    Field("gpu_pcie", "", "str", "each GPU's PCIe link, e.g. gen5 x16 (nvidia-ml-py)"),
+    Field("gpu_nvlinks", "count", "str", "each GPU's active NVLinks (nvidia-ml-py)"),
+    Field("gpu_topology", "", "str", "the path between every pair of GPUs, as nvidia-smi topo -m"),
+    Field("workers_per_host", "count", "int", "ranks of the run on this host"),
+    Field("threads_per_worker", "count", "int", "compute threads of each worker process"),
+    Field("oversubscribed", "", "bool", "workers x threads exceed the usable cores (contention)"),
+    Field("env", "", "mapping", "NCCL_*, GLOO_*, CUDA_*, OMP_*, ... as the command started"),
+    Field("machine_id", "", "str", "hash of host, CPU and accelerators: one id per node"),
+    Field(
+        "nodes",
+        "",
+        "list",
+        "a run across nodes: every host's hostname, machine_id, cpu, cores, accelerator, "
+        "workers_per_host, network interface and address, and its ranks",
+    ),
 )
 
-EPOCHS = _fields(
-    ("epoch", "epochs", "float", "epochs done at this evaluation"),
-    ("step", "count", "int", "optimizer steps done"),
-    ("samples_seen", "count", "int", "training samples seen"),
-    ("lr", "", "float", "LR of the last step taken"),
-    ("train_loss", "", "float", "mean training loss since the previous evaluation"),
-    ("eval_loss", "", "float", "loss on the full eval set"),
-    ("eval_acc", "fraction", "float", "accuracy on the full eval set"),
-    ("wall_s", "s", "float", "wall time since the run started"),
-    ("grad_noise_scale", "samples", "float", "B_simple of the latest window"),
-    ("gns_grad_sq", "", "float", "|G|^2, the latest window's mean estimate"),
-    ("gns_trace", "", "float", "tr(Sigma), the latest window's mean estimate"),
+# Top-level run.json keys: what the run was (its summary), and its life.
+RUN = (
+    Field("schema_version", "", "int", "version of this schema the file follows", required=True),
+    Field(
+        "run_id",
+        "",
+        "str",
+        "readable, stable id: the config's hash (the directory's name)",
+        required=True,
+    ),
+    Field("status", "", "str", "running, complete, diverged or failed", required=True),
+    Field("error", "", "str", "why a run failed or diverged (first cause, one line)"),
+    Field("workload", "", "str", "model and data", required=True),
+    Field(
+        "mode",
+        "",
+        "str",
+        "ddp (real processes) or simulated (workers in one process)",
+        required=True,
+    ),
+    Field("workers", "count", "int", "data-parallel workers", least=1, required=True),
+    Field("per_worker_batch", "count", "int", "samples per worker per step", least=1),
+    Field(
+        "global_batch", "count", "int", "samples per step over all workers", least=1, required=True
+    ),
+    Field("lr_rule", "", "str", "how the LR scales with the global batch", required=True),
+    Field("base_lr", "", "float", "LR at base_batch (the small-batch recipe)"),
+    Field("base_batch", "count", "int", "batch of the small-batch recipe", least=1),
+    Field("lr_exponent", "", "float", "peak_lr = base_lr x (global_batch / base_batch) ** this"),
+    Field("peak_lr", "", "float", "LR after warmup, before decay"),
+    Field("warmup_epochs", "epochs", "float", "epochs of gradual warmup (0: none)"),
+    Field("epochs", "epochs", "int", "epochs budgeted"),
+    Field("seed", "", "int", "seed of initialisation and data order", required=True),
+    Field("repeat", "", "int", "index of a repeated measurement of the same config"),
+    Field("precision", "", "str", "fp32, fp64, bf16 or fp16"),
+    Field("threads_per_worker", "count", "int", "compute threads of each worker process"),
+    Field("target_acc", "fraction", "float", "eval accuracy counted as reaching the target"),
+    Field("momentum", "", "float", "SGD momentum"),
+    Field("weight_decay", "", "float", "L2 weight decay"),
+    Field("schedule", "", "str", "LR decay after warmup"),
+    Field("device", "", "str", "cpu or cuda"),
+    Field("backend", "", "str", "gloo or nccl"),
+    Field("bucket_cap_mb", "MB", "float", "DDP gradient bucket size"),
+    Field("sync", "", "str", "synchronization strategy"),
+    Field("sync_label", "", "str", "the strategy with its parameters, for plots"),
+    Field("lr_rule_own_recipe", "", "bool", "the LR rule brings its own base LR and schedule"),
+    Field("lr_rule_order", "", "int", "the LR rule's place in the reports (its registry's order)"),
+    Field("sync_order", "", "int", "the strategy's place in the reports (its registry's order)"),
+    Field("pid", "", "int", "process that wrote the record (a dead one: the run failed)"),
+    Field("host", "", "str", "host of that process"),
+    Field("started_at", "", "str", "ISO 8601, UTC (a UTC datetime in `load`'s frame)"),
+    Field("finished_at", "", "str", "ISO 8601, UTC (a UTC datetime in `load`'s frame)"),
+    Field("heartbeat_at", "", "str", "last update, ISO 8601, UTC"),
+    Field("progress", "", "mapping", "step and epoch at the last evaluation"),
+    Field("wall_time_s", "s", "float", "the run's wall time, setup included"),
+    Field("init_digest", "", "str", "SHA-256 of the initial parameters (same on every rank)"),
+    Field("num_params", "count", "int", "model parameters"),
+    Field(
+        "param_numels",
+        "count",
+        "list",
+        "elements of each trainable parameter tensor, registration order (DDP's buckets)",
+    ),
+    Field("steps_per_epoch", "count", "int", "optimizer steps per epoch"),
+    Field("total_steps", "count", "int", "optimizer steps budgeted"),
+    Field("train_samples", "count", "int", "training samples"),
+    Field("eval_samples", "count", "int", "evaluation samples"),
+    Field(
+        "synthetic_data",
+        "",
+        "bool",
+        "random inputs of a throughput benchmark: accuracy not meaningful (left out of reports)",
+    ),
+    Field(
+        "config",
+        "",
+        "mapping",
+        "the resolved config (every key, see `dpsuite run --help`)",
+        required=True,
+    ),
+    Field("hardware", "", "mapping", "the hardware and software fingerprint", fields=HARDWARE),
+    Field("metrics", "", "mapping", "what was measured (below)", fields=METRICS),
 )
 
-STEPS = _fields(
-    ("step", "count", "int", "optimizer step (0-based)"),
-    ("step_time_s", "s", "float", "the step's time, max across ranks"),
-    ("comm_s", "s", "float", "communication in flight in the step (empty: not sampled)"),
-    ("comm_wait_s", "s", "float", "time the step waited for communication (empty: not sampled)"),
-    ("lr", "", "float", "the step's LR"),
+EPOCHS = (
+    Field("epoch", "epochs", "float", "epochs done at this evaluation"),
+    Field("step", "count", "int", "optimizer steps done"),
+    Field("samples_seen", "count", "int", "training samples seen"),
+    Field("lr", "", "float", "LR of the last step taken"),
+    Field("train_loss", "", "float", "mean training loss since the previous evaluation"),
+    Field("eval_loss", "", "float", "loss on the full eval set"),
+    Field("eval_acc", "fraction", "float", "accuracy on the full eval set"),
+    Field("wall_s", "s", "float", "wall time since the run started"),
+    Field("grad_noise_scale", "samples", "float", "B_simple of the latest window"),
+    Field("gns_grad_sq", "", "float", "|G|^2, the latest window's mean estimate"),
+    Field("gns_trace", "", "float", "tr(Sigma), the latest window's mean estimate"),
+)
+
+STEPS = (
+    Field("step", "count", "int", "optimizer step (0-based)"),
+    Field("step_time_s", "s", "float", "the step's time, max across ranks"),
+    Field("comm_s", "s", "float", "communication in flight in the step (empty: not sampled)"),
+    Field(
+        "comm_wait_s", "s", "float", "time the step waited for communication (empty: not sampled)"
+    ),
+    Field("lr", "", "float", "the step's LR"),
+)
+
+# comm_bench.json of a `dpsuite comm-bench` result (RESULTS_DIR/comm_bench/<bench_id>/).
+COMM_BENCH_META = (
+    Field("schema_version", "", "int", "version of the results schema the file follows"),
+    Field("bench_id", "", "str", "the result's name (its directory's): machine, backend, time"),
+    Field("collectives", "", "list", "the collectives measured, in order"),
+    Field("op", "", "str", "the collective of results written before there were others"),
+    Field("reduce_op", "", "str", "the reduction of all_reduce and reduce_scatter: sum"),
+    Field("broadcast_root", "", "int", "the rank broadcast sends from", least=0),
+    Field("world_size", "count", "int", "ranks", least=1),
+    Field("backend", "", "str", "torch.distributed backend: gloo or nccl"),
+    Field("device", "", "str", "cpu or cuda"),
+    Field("dtype", "", "str", "element type: fp32 or bf16"),
+    Field("warmup", "count", "int", "untimed iterations before the timed ones, per size"),
+    Field("iters", "count", "int", "timed iterations per size", least=1),
+    Field("sizes", "bytes", "list", "the message sizes measured"),
+    Field("time_definition", "", "str", "how a row's time_us is taken"),
+    Field("busbw_factors", "", "mapping", "busbw / algbw of each collective at world_size"),
+    Field("busbw_factor", "", "float", "busbw / algbw of results written before", least=0),
+    Field("threads_per_worker", "count", "int", "compute threads of each rank"),
+    Field("errors_total", "count", "int", "wrong values over every row (0: all correct)"),
+    Field("config", "", "mapping", "the benchmark's settings as given"),
+    Field(
+        "hardware",
+        "",
+        "mapping",
+        "the hardware and software fingerprint (as run.json's)",
+        fields=HARDWARE,
+    ),
+    Field("started_at", "", "str", "ISO 8601, UTC"),
+    Field("finished_at", "", "str", "ISO 8601, UTC"),
+)
+
+# comm_bench.csv: one row per collective and message size.
+COMM_BENCH_ROWS = (
+    Field(
+        "collective", "", "str", "all_reduce, all_gather, ... (empty in older files: all_reduce)"
+    ),
+    Field(
+        "size_bytes",
+        "bytes",
+        "int",
+        "S, the message size (nccl-tests' total)",
+        least=1,
+        required=True,
+    ),
+    Field("count", "count", "int", "elements of the message", least=1, required=True),
+    Field("dtype", "", "str", "element type", required=True),
+    Field(
+        "time_us", "us", "float", "mean per collective over iters, max across ranks", required=True
+    ),
+    Field("algbw_GBps", "GB/s", "float", "S / time", required=True),
+    Field("busbw_GBps", "GB/s", "float", "algbw x the collective's busbw factor", required=True),
+    Field("errors", "count", "int", "wrong values in the result, summed over ranks", required=True),
 )
 
 # Columns added after the first results were written: older files load with them empty.
@@ -339,22 +494,48 @@ def lookup(column: str) -> Field | None:
     return next((f for f in (*RUN, *METRICS, *LOADED) if f.name == column), None)
 
 
+def numeric(fields: tuple[Field, ...]) -> list[str]:
+    """The names of the fields that hold numbers."""
+    return [f.name for f in fields if f.numeric]
+
+
+SECTIONS = (
+    ("run.json", RUN),
+    ("run.json metrics", METRICS),
+    ("run.json metrics.grad_noise_scale", GRAD_NOISE_SCALE),
+    ("run.json hardware", HARDWARE),
+    ("epochs.csv", EPOCHS),
+    ("steps.csv", STEPS),
+    ("comm_bench.json", COMM_BENCH_META),
+    ("comm_bench.csv", COMM_BENCH_ROWS),
+)
+MARKDOWN_INTRO = (
+    "# Results schema",
+    "",
+    "Every key and column of the results files, as `dpsuite schema` prints it from",
+    "`suite/results/schema.py` (regenerate: `dpsuite schema > docs/results-schema.md`). Every",
+    "reader's gate leaves out a run.json or comm-bench result that lacks a required key, or",
+    "whose value is not of its type or outside its range. A range follows from the unit unless",
+    "the field declares its own: measured times, rates, sizes and counts are >= 0 (differences",
+    "of two clocks may be negative) and below 1e18, fractions are in [0, 1].",
+    "epochs.csv and steps.csv are described here, not gated.",
+    "",
+)
+
+
 def markdown() -> str:
-    """Every key and column as Markdown tables (``dpsuite schema``)."""
-    parts = []
-    sections = (
-        ("run.json", RUN),
-        ("run.json metrics", METRICS),
-        ("run.json metrics.grad_noise_scale", GRAD_NOISE_SCALE),
-        ("run.json hardware", HARDWARE),
-        ("epochs.csv", EPOCHS),
-        ("steps.csv", STEPS),
-    )
-    for title, section in sections:
-        parts += [f"### {title}", "", "| name | unit | type | meaning |", "|---|---|---|---|"]
-        parts += [f"| `{f.name}` | {f.unit} | {f.type} | {f.meaning} |" for f in section]
+    """Every key and column as Markdown tables (``dpsuite schema``, docs/results-schema.md)."""
+    parts = list(MARKDOWN_INTRO)
+    header = "| name | unit | type | range | required | meaning |"
+    for title, section in SECTIONS:
+        parts += [f"## {title}", "", header, "|---|---|---|---|---|---|"]
+        parts += [
+            f"| `{f.name}` | {f.unit} | {f.type} | {f.range} | {'yes' if f.required else ''} "
+            f"| {f.meaning} |"
+            for f in section
+        ]
         parts.append("")
-    return "\n".join(parts)
+    return "\n".join(parts).rstrip("\n")
 
 
 TIMESTAMP_COLUMNS = ("started_at", "finished_at", "heartbeat_at")

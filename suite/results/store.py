@@ -245,16 +245,7 @@ def effective_status(rec: Mapping[str, Any]) -> str:
 # message size.
 COMM_BENCH_JSON = "comm_bench.json"
 COMM_BENCH_CSV = "comm_bench.csv"
-COMM_BENCH_COLUMNS = [
-    "collective",
-    "size_bytes",
-    "count",
-    "dtype",
-    "time_us",
-    "algbw_GBps",
-    "busbw_GBps",
-    "errors",
-]
+COMM_BENCH_COLUMNS = schema.names(schema.COMM_BENCH_ROWS)
 
 
 def write_comm_bench(

@@ -211,12 +211,13 @@ def tidy_comm(comm: pd.DataFrame) -> pd.DataFrame:
     if comm.empty:
         return comm
     comm = comm.copy()
-    for col in ("size_bytes", "time_us", "algbw_GBps", "busbw_GBps", "world_size"):
+    numeric = results.schema.numeric(results.schema.COMM_BENCH_ROWS)
+    for col in [*numeric, "world_size"]:  # world_size: comm_bench.json's, on every row
         comm[col] = pd.to_numeric(comm[col], errors="coerce")
     comm["machine"] = comm.apply(machine_label, axis=1)
     if "collective" not in comm.columns:
         comm["collective"] = "all_reduce"
-    return comm.dropna(subset=["size_bytes", "busbw_GBps", "algbw_GBps"])
+    return comm.dropna(subset=numeric)
 
 
 def collectives_label(comm: pd.DataFrame) -> str:

@@ -92,7 +92,11 @@ def export_parquet(root: Path, runs: list[ExportRun]) -> list[Path]:
     }
     if all(frame.empty for frame in frames.values()):
         raise UserError(f"no runs to export in {root} (no run.json or comm_bench.json below it)")
-    fields = {"epochs": schema.EPOCHS, "steps": schema.STEPS}
+    fields = {
+        "epochs": schema.EPOCHS,
+        "steps": schema.STEPS,
+        "comm_bench": (*schema.COMM_BENCH_ROWS, *schema.COMM_BENCH_META),
+    }
     written = []
     for name, frame in frames.items():
         if not frame.empty:
