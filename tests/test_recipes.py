@@ -201,6 +201,58 @@ def test_a_synchronization_strategy(tmp_path):
     assert passed(contract), contract.stdout[-2000:]
 
 
+# --- A measurement ----------------------------------------------------------------------------
+
+PROBE = '''"""The example measurement: optimizer steps seen by the probe."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpsuite.measure.probes import Probe
+
+
+class {cls}(Probe):
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def on_step_end(self, step: int) -> None:
+        self.steps += 1
+
+    def metrics(self) -> dict[str, Any]:
+        return {{"{name}": self.steps}}
+'''
+
+
+def add_measurement(tree: Staged, name: str) -> None:
+    cls = class_name(name)
+    tree.write(f"suite/measure/{name}.py", PROBE.format(name=name, cls=cls))
+    train = "suite/engine/train.py"
+    tree.insert(
+        train, "from dpsuite.measure.probes import", f"from dpsuite.measure.{name} import {cls}\n"
+    )
+    tree.insert(train, "    probes.append(ExposedCommProbe(", f"    probes.append({cls}())\n")
+    field = f'    Field("{name}", "count", "int", "optimizer steps the example probe saw"),\n'
+    tree.insert("suite/results/schema.py", '    Field(\n        "grad_noise_scale",\n', field)
+
+
+def test_a_measurement(tmp_path):
+    name = "probe_steps"
+    tree = follow("A measurement", limit=3, steps=add_measurement, name=name, tmp_path=tmp_path)
+    out = tmp_path / "results"
+    done = tree.dpsuite("run", *QUICK_RUN, f"results_dir={out}")
+    assert done.returncode == 0, done.stderr
+    run = only_run_json(out)
+    assert run["status"] == "complete" and run["metrics"][name] == 2
+    page = tree.dpsuite("schema")  # what docs/results-schema.md is regenerated from
+    assert f"| `{name}` | count | int |" in page.stdout, page.stdout[-2000:]
+    read = f"from dpsuite import results; print(results.load({str(out)!r})[{name!r}].tolist())"
+    loaded = tree.python("-c", read)  # the gate trusts the record and the column loads
+    assert loaded.returncode == 0 and loaded.stdout.strip() == "[2]", loaded.stderr
+    contract = tree.pytest("tests/test_hostile_results.py", "-k", name)
+    assert passed(contract), contract.stdout[-2000:]
+
+
 # --- The harness itself, and the docs the recipes name ----------------------------------------
 
 
