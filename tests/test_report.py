@@ -14,8 +14,7 @@ import pandas as pd
 import pytest
 
 from dpsuite import results
-from dpsuite.analysis.report import build, data, output
-from dpsuite.analysis.report import critical_batch as cb
+from dpsuite.analysis.report import build, critical_batch_fit, data, output
 from dpsuite.analysis.report.sections import comm as comm_section
 from dpsuite.analysis.report.sections import convergence, model
 from dpsuite.analysis.report.sections import scaling as scaling_section
@@ -355,10 +354,12 @@ def test_runs_that_missed_the_target_are_kept_out_of_the_noise_scale(tmp_path):
     )
     written = build.build_report(root, tmp_path / "rep")
     tree = data.load_tree(root)
-    trained = cb.trained_runs(data.convergence_runs(tree.runs), tree.epochs)
+    trained = critical_batch_fit.trained_runs(data.convergence_runs(tree.runs), tree.epochs)
     assert 512 not in set(trained.runs["global_batch"])
     assert 512 not in set(
-        cb.noise_scale_curves(trained.runs, tree.epochs, "linear_warmup")["global_batch"]
+        critical_batch_fit.noise_scale_curves(trained.runs, tree.epochs, "linear_warmup")[
+            "global_batch"
+        ]
     )
     found = findings_of(written.out)
     assert any(capital(expected_prediction()) in f for f in found)  # the same as without it

@@ -12,8 +12,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from dpsuite.analysis.report import critical_batch as cb
-from dpsuite.analysis.report import data, studies
+from dpsuite.analysis.report import critical_batch_fit, data, studies
+from dpsuite.analysis.report.critical_batch_fit import KNEE_FACTOR, NEAR_TARGET
 from dpsuite.analysis.report.plots import (
     FIT_COLOR,
     NEVER_MARKER,
@@ -37,13 +37,13 @@ CRITICAL_BATCH_CAPTION = (
     "untuned batches left out), and its B_crit = E_min / S_min (purple line; band: 95 % "
     "bootstrap interval over seeds). Green: B_simple near the target, the median over "
     f"the LR oracle's runs of each run's B_simple pooled over the windows in the last "
-    f"{100 * cb.NEAR_TARGET:g} % of its steps before the target (band: 95 % bootstrap "
+    f"{100 * NEAR_TARGET:g} % of its steps before the target (band: 95 % bootstrap "
     "interval of the median). Dashed: perfect scaling from the oracle's smallest batch "
-    f"B0; grey dotted: {cb.KNEE_FACTOR:g}× that. The knee (★) is the first batch where "
-    f"the steps leave {cb.KNEE_FACTOR:g}× perfect scaling, interpolated in log-log space "
+    f"B0; grey dotted: {KNEE_FACTOR:g}× that. The knee (★) is the first batch where "
+    f"the steps leave {KNEE_FACTOR:g}× perfect scaling, interpolated in log-log space "
     "(a shaded band where only its bracket is known); green dash-dot: where "
     "S = S_min (1 + B_noise/B) with B_noise the green value puts it, B_noise + "
-    f"{cb.KNEE_FACTOR:g}·B0."
+    f"{KNEE_FACTOR:g}·B0."
 )
 
 
@@ -53,15 +53,15 @@ def study_section(
     """B_simple over training and the predicted vs found critical batch; their findings."""
     part = Section()
     measured, prediction = study.trained.runs, study.prediction
-    rule = cb.reference_rule(measured)
+    rule = critical_batch_fit.reference_rule(measured)
     left_out = study.trained.left_out
-    how = cb.methods_text(measured)
+    how = critical_batch_fit.methods_text(measured)
     if rule is not None:
         part.plot(
             f"gradient_noise_scale{suffix}",
             functools.partial(
                 noise_scale_over_training,
-                cb.noise_scale_curves(measured, tree.epochs, rule),
+                critical_batch_fit.noise_scale_curves(measured, tree.epochs, rule),
                 rule,
                 prediction.batch if prediction else None,
                 f"Gradient noise scale during training{about}",
@@ -143,9 +143,9 @@ def noise_scale_over_training(
 @styled
 def critical_batch(
     best: pd.DataFrame,
-    knee: cb.Knee | None,
-    fit: cb.CriticalFit | None,
-    near: cb.NearTarget | None,
+    knee: critical_batch_fit.Knee | None,
+    fit: critical_batch_fit.CriticalFit | None,
+    near: critical_batch_fit.NearTarget | None,
     target: float,
     title: str,
     split: str = "test",
@@ -188,11 +188,11 @@ def critical_batch(
     if near is not None:
         critical_line(ax, near.batch, (near.low, near.high), "#2ca02c", "B_simple near target")
         ax.axvline(
-            cb.predicted_knee(near.batch, knee.base_batch),
+            critical_batch_fit.predicted_knee(near.batch, knee.base_batch),
             color="#2ca02c",
             lw=1,
             ls="-.",
-            label=f"B_simple + {cb.KNEE_FACTOR:g}·B0 (the knee it predicts)",
+            label=f"B_simple + {KNEE_FACTOR:g}·B0 (the knee it predicts)",
         )
     draw_knee(ax, knee)
     ax.set_xlim(lo_x, hi_x)
@@ -212,14 +212,14 @@ def critical_line(ax: Axes, value: float, ci: tuple[float, float], color: str, l
     ax.axvline(value, color=color, lw=1.6, label=f"{label} ≈ {approx(value)} (95 % band)")
 
 
-def draw_knee(ax: Axes, knee: cb.Knee) -> None:
+def draw_knee(ax: Axes, knee: critical_batch_fit.Knee) -> None:
     """A star where the knee was interpolated; a band between the batches that bracket it; a
     note where the data do not place it."""
-    factor = f"{cb.KNEE_FACTOR:g}×"
+    factor = f"{KNEE_FACTOR:g}×"
     if knee.batch is not None:
         ax.plot(
             knee.batch,
-            cb.KNEE_FACTOR * knee.perfect(knee.batch),
+            KNEE_FACTOR * knee.perfect(knee.batch),
             "*",
             ms=15,
             color="#d62728",
@@ -249,9 +249,9 @@ def draw_knee(ax: Axes, knee: cb.Knee) -> None:
     )
 
 
-def knee_text(knee: cb.Knee) -> str:
+def knee_text(knee: critical_batch_fit.Knee) -> str:
     """Where the LR oracle's curve leaves perfect scaling, or why that is not known."""
-    factor = f"{cb.KNEE_FACTOR:g}×"
+    factor = f"{KNEE_FACTOR:g}×"
     head = f"the LR oracle's steps to target stay within {factor} perfect scaling up to batch "
     if knee.batch is not None:
         return (
@@ -284,13 +284,13 @@ def knee_text(knee: cb.Knee) -> str:
     )
 
 
-def predicted_text(prediction: cb.Prediction, trained: str) -> str:
+def predicted_text(prediction: critical_batch_fit.Prediction, trained: str) -> str:
     estimate = (
         "pooled over each run's measured steps" if prediction.pooled else "mean over each run"
     )
     spread = (
         f", {approx(prediction.low)}–{approx(prediction.high)} over training "
-        f"({cb.BAND[0]}th–{cb.BAND[1]}th percentile)"
+        f"({critical_batch_fit.BAND[0]}th–{critical_batch_fit.BAND[1]}th percentile)"
         if prediction.low is not None and prediction.high is not None
         else ""
     )
@@ -325,7 +325,7 @@ def critical_batch_findings(study: studies.TargetStudy) -> list[str]:
     return out
 
 
-def fit_text(fit: cb.CriticalFit) -> str:
+def fit_text(fit: critical_batch_fit.CriticalFit) -> str:
     """S_min, E_min and B_crit with their intervals."""
     return (
         f"S_min = {fit.s_min:,.0f} steps ({interval_text(fit.s_min_ci)}), E_min = "
@@ -397,7 +397,7 @@ def fit_findings(study: studies.TargetStudy) -> list[str]:
     return out + [sentence + "."]
 
 
-NEAR_PERCENT = f"{100 * cb.NEAR_TARGET:g} %"
+NEAR_PERCENT = f"{100 * NEAR_TARGET:g} %"
 
 
 def knee_prediction_text(study: studies.TargetStudy) -> str:
@@ -405,8 +405,8 @@ def knee_prediction_text(study: studies.TargetStudy) -> str:
     knee, near = study.knee, study.near
     if knee is None or near is None:
         return ""
-    expected = cb.predicted_knee(near.batch, knee.base_batch)
-    ratio = cb.predicted_over_found(expected, knee)
+    expected = critical_batch_fit.predicted_knee(near.batch, knee.base_batch)
+    ratio = critical_batch_fit.predicted_over_found(expected, knee)
     if ratio is None:
         return ""
     low, high = ratio
@@ -419,7 +419,7 @@ def knee_prediction_text(study: studies.TargetStudy) -> str:
     )
     return (
         f"; for that definition the noise scale near the target predicts B_noise + "
-        f"{cb.KNEE_FACTOR:g}·B0 = {approx(expected)} (B0 = {knee.base_batch}): predicted / "
+        f"{KNEE_FACTOR:g}·B0 = {approx(expected)} (B0 = {knee.base_batch}): predicted / "
         f"found {found}"
         + (
             f" (B0 = {knee.base_batch} is not tuned: the knee is unreliable)"
@@ -462,7 +462,7 @@ def knee_and_prediction(study: studies.TargetStudy) -> str | None:
     knee = study.knee
     if knee is None:
         return None
-    band = f"{cb.KNEE_FACTOR:g}× perfect scaling"
+    band = f"{KNEE_FACTOR:g}× perfect scaling"
     if knee.batch is not None:
         found = f"leave {band} at global batch ≈ {approx(knee.batch)}"
     elif knee.beyond is not None:

@@ -10,8 +10,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from dpsuite.analysis.report import data, render, studies
-from dpsuite.analysis.report import time_to_target as ttt
+from dpsuite.analysis.report import data, render, studies, time_to_target_table
 from dpsuite.analysis.report.plots import (
     HOLLOW,
     ORACLE_COLOR,
@@ -41,7 +40,7 @@ def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Sectio
         f"time_to_target{suffix}",
         functools.partial(
             time_to_target,
-            ttt.fastest_per_workers(study.times),
+            time_to_target_table.fastest_per_workers(study.times),
             study.target,
             f"Time to {target}{about}",
             study.split,
@@ -57,7 +56,11 @@ def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Sectio
         "runs measured) that reaches the target soonest; black: at the LR oracle's best LR "
         "per batch, colours: each rule.",
     )
-    order = {ttt.MEASURED: 0, ttt.OVERSUBSCRIBED: 1, ttt.MODEL: 2}
+    order = {
+        time_to_target_table.MEASURED: 0,
+        time_to_target_table.OVERSUBSCRIBED: 1,
+        time_to_target_table.MODEL: 2,
+    }
     times = study.times.sort_values(
         ["source", "curve", "workers", "per_worker_batch"],
         key=lambda col: col.map(order) if col.name == "source" else col,
@@ -91,7 +94,7 @@ def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Sectio
 
 def step_time_source(row: pd.Series) -> str:
     """Where a time-to-target row's step time comes from, in the table's words."""
-    if row["source"] == ttt.MODEL and row["extrapolated"]:
+    if row["source"] == time_to_target_table.MODEL and row["extrapolated"]:
         return "model, extrapolated"
     return str(row["source"])
 
@@ -162,23 +165,21 @@ def time_findings(study: studies.TargetStudy) -> list[str]:
         return []
     target = pct(study.target, 0)
     out = []
-    best = ttt.fastest(times, ttt.ORACLE)
+    best = time_to_target_table.fastest(times, time_to_target_table.ORACLE)
     if best.measured is not None:
         row = best.measured
         out.append(
             f"Time to {target} (training steps only) at the best LR per batch: fastest measured "
-            f"on this machine with {ttt.point(row)} ({ttt.seconds(row['time_s'])}: "
+            f"on this machine with {point(row)} ({seconds(row['time_s'])}: "
             f"{row['steps']:,.0f} steps of {1e3 * row['step_time_s']:.2g} ms)"
             + predicted_clause(best.predicted, study.model)
             + "."
         )
     parts = []
-    for rule in data.rule_order(times[times["curve"] != ttt.ORACLE]["curve"]):
-        found = ttt.fastest(times, rule)
+    for rule in data.rule_order(times[times["curve"] != time_to_target_table.ORACLE]["curve"]):
+        found = time_to_target_table.fastest(times, rule)
         if found.measured is not None:
-            parts.append(
-                f"`{rule}` {ttt.point(found.measured)} ({ttt.seconds(found.measured['time_s'])})"
-            )
+            parts.append(f"`{rule}` {point(found.measured)} ({seconds(found.measured['time_s'])})")
     if parts:
         out.append(f"Fastest measured time to {target} per rule: {', '.join(parts)}.")
     return out
@@ -193,22 +194,35 @@ def predicted_clause(row: pd.Series | None, model) -> str:
         if row["extrapolated"] and model is not None
         else ""
     )
-    return (
-        f"; the scaling model predicts {ttt.seconds(row['time_s'])} with {ttt.point(row)}{beyond}"
-    )
+    return f"; the scaling model predicts {seconds(row['time_s'])} with {point(row)}{beyond}"
 
 
 def fastest_headline(study: studies.TargetStudy) -> str | None:
     """The fastest measured way to the target on this machine, and the model's, if faster."""
     if study.times.empty:
         return None
-    best = ttt.fastest(study.times, ttt.ORACLE)
+    best = time_to_target_table.fastest(study.times, time_to_target_table.ORACLE)
     if best.measured is None:
         return None
     row = best.measured
     return (
-        f"On this machine {pct(study.target, 0)} is reached fastest with {ttt.point(row)} "
-        f"({ttt.seconds(row['time_s'])} of training steps at the best LR)"
+        f"On this machine {pct(study.target, 0)} is reached fastest with {point(row)} "
+        f"({seconds(row['time_s'])} of training steps at the best LR)"
         + predicted_clause(best.predicted, study.model)
         + "."
     )
+
+
+def seconds(value: float) -> str:
+    """Readable seconds: 0.42 s, 3.1 s, 45 s, 12 min."""
+    if value >= 600:
+        return f"{value / 60:.0f} min"
+    if value >= 10:
+        return f"{value:.0f} s"
+    return f"{value:.2g} s"
+
+
+def point(row: pd.Series) -> str:
+    """N workers × b, as a sentence names a configuration."""
+    n = int(row["workers"])
+    return f"{n} worker{'s' if n > 1 else ''} × {int(row['per_worker_batch'])}"
