@@ -990,7 +990,7 @@ def test_no_sync_section_without_strategy_runs(dpsuite, capsys, scaling_tree, tm
 
 
 def test_frontier_keeps_only_points_worth_their_bytes():
-    from dpsuite.analysis.report.strategies import frontier
+    from dpsuite.analysis.report.sections.sync import frontier
 
     points = pd.DataFrame(
         {
