@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from dpsuite.analysis.report import critical_batch_fit
-from dpsuite.analysis.report.sections.critical_batch import knee_text
+from dpsuite.analysis.report.sections.steps_to_target.critical_batch import knee_text
 
 NAN = math.nan
 INF = math.inf

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from dpsuite.analysis.report import target_study, time_to_target_table
-from dpsuite.analysis.report.sections import time_to_target as time_to_target_section
+from dpsuite.analysis.report.sections.steps_to_target import time_to_target
 
 INF = math.inf
 BASE_LR = 0.1
@@ -263,8 +263,8 @@ def test_time_to_target_joins_steps_with_measured_and_modelled_step_times():
     assert slow.measured["time_s"] == pytest.approx(min(400 * 0.010, 300 * 0.013, 300 * 0.018))
     assert slow.predicted is None  # the model's points are slower
     assert (
-        time_to_target_section.point(best.measured) == "2 workers × 32"
-        and time_to_target_section.seconds(1.6) == "1.6 s"
+        time_to_target.point(best.measured) == "2 workers × 32"
+        and time_to_target.seconds(1.6) == "1.6 s"
     )
 
 
@@ -287,4 +287,4 @@ def test_without_a_model_only_measured_points_have_a_time():
 )
 def test_the_time_table_says_where_each_step_time_comes_from(source, extrapolated, says):
     row = pd.Series({"source": source, "extrapolated": extrapolated})
-    assert time_to_target_section.step_time_source(row) == says
+    assert time_to_target.step_time_source(row) == says

@@ -1,6 +1,5 @@
 """Time to target of a steps-to-target study: against worker count, measured and predicted by
-the scaling model; its table, findings and headline candidate. `steps_to_target` shows it per
-study."""
+the scaling model; its table, findings and headline candidate."""
 
 from __future__ import annotations
 
@@ -23,7 +22,6 @@ from dpsuite.analysis.report.plots import (
 from dpsuite.analysis.report.section import Section
 from dpsuite.analysis.report.text import pct
 
-TOPIC = "Steps to target"
 PLOTS = ("time_to_target",)
 
 

@@ -1,6 +1,5 @@
-"""Steps to target: per LR rule and for the LR oracle, each rule's efficiency against the
-oracle, the oracle's table, findings and headline candidates; per study also its critical batch
-(`critical_batch`) and time to target (`time_to_target`)."""
+"""Steps to target of one study, per LR rule and for the LR oracle: their plot, each rule's
+efficiency against the oracle, the oracle's table, its findings and headline candidate."""
 
 from __future__ import annotations
 
@@ -27,38 +26,14 @@ from dpsuite.analysis.report.plots import (
     target_label,
 )
 from dpsuite.analysis.report.section import Section
-from dpsuite.analysis.report.sections import critical_batch, time_to_target
 from dpsuite.analysis.report.target_study import MIN_LRS
-from dpsuite.analysis.report.text import approx, pct, plural, rules_text, slug, steps_text
+from dpsuite.analysis.report.text import approx, pct, plural, rules_text, steps_text
 
-TOPIC = "Steps to target"
 PLOTS = ("steps_to_target", "rule_efficiency")
 
 
-def section(context: studies.Context) -> Section:
-    """Each steps-to-target study (see `studies`); the largest gives the headline candidates."""
-    targets = context.targets
-    part = Section()
-    largest = max(targets, key=lambda s: len(s.group), default=None)
-    if largest is not None:
-        part.candidate("knee_and_prediction", critical_batch.knee_and_prediction(largest))
-        part.candidate("time_to_target", time_to_target.fastest_headline(largest))
-        part.candidate("oracle_efficiency", oracle_efficiency(largest))
-    if not context.has_runs:
-        return part
-    for study in targets:
-        named = (f"-{slug(study.label)}", f" ({study.label})") if len(targets) > 1 else ("", "")
-        one = study_section(study, context.tree, *named)
-        one.findings = [f"{study.label}: {s}" if len(targets) > 1 else s for s in one.findings]
-        part.extend(one)
-    return part
-
-
-def study_section(
-    study: studies.TargetStudy, tree: data.ResultsTree, suffix: str, about: str
-) -> Section:
-    """Steps to target per rule and for the LR oracle, efficiency, knee and critical batch,
-    time to target."""
+def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Section:
+    """Steps to target per rule and for the LR oracle, each rule's efficiency; their findings."""
     part = Section()
     target = f"{100 * study.target:g} %"
     split = study.split
@@ -89,14 +64,15 @@ def study_section(
         "the target.",
     )
     part.findings += target_findings(study)
-    part.extend(critical_batch.study_section(study, tree, suffix, about))
-    part.extend(time_to_target.study_section(study, suffix, about))
-    part.tables.append(
-        render.Table(
-            f"LR oracle: fewest steps to {target} per global batch{about}", oracle_table(study)
-        )
-    )
     return part
+
+
+def table(study: studies.TargetStudy, about: str) -> render.Table:
+    """The LR oracle per global batch: its steps, LR and seeds (`oracle_table`)."""
+    target = f"{100 * study.target:g} %"
+    return render.Table(
+        f"LR oracle: fewest steps to {target} per global batch{about}", oracle_table(study)
+    )
 
 
 def steps_caption(study: studies.TargetStudy) -> str:

@@ -1,6 +1,6 @@
 """The critical batch of a steps-to-target study: the gradient noise scale over training, the
 critical batch fitted to steps to target beside the one the noise scale predicts, the knee,
-their findings and headline candidate. `steps_to_target` shows it per study."""
+their findings and headline candidate."""
 
 from __future__ import annotations
 
@@ -28,7 +28,6 @@ from dpsuite.analysis.report.plots import (
 from dpsuite.analysis.report.section import Section
 from dpsuite.analysis.report.text import approx, capital, pct, plural
 
-TOPIC = "Steps to target"
 PLOTS = ("gradient_noise_scale", "critical_batch")
 # What the critical-batch plot draws.
 CRITICAL_BATCH_CAPTION = (
