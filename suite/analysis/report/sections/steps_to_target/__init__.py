@@ -6,11 +6,16 @@ from __future__ import annotations
 
 from dpsuite.analysis.report import data, studies
 from dpsuite.analysis.report.section import Section
-from dpsuite.analysis.report.sections.steps_to_target import critical_batch, oracle, time_to_target
+from dpsuite.analysis.report.sections.steps_to_target import (
+    critical_batch,
+    noise_scale,
+    oracle,
+    time_to_target,
+)
 from dpsuite.analysis.report.text import slug
 
 TOPIC = "Steps to target"
-PLOTS = (*oracle.PLOTS, *critical_batch.PLOTS, *time_to_target.PLOTS)
+PLOTS = (*oracle.PLOTS, *noise_scale.PLOTS, *critical_batch.PLOTS, *time_to_target.PLOTS)
 
 
 def section(context: studies.Context) -> Section:

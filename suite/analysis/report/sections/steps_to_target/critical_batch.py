@@ -1,6 +1,6 @@
-"""The critical batch of a steps-to-target study: the gradient noise scale over training, the
-critical batch fitted to steps to target beside the one the noise scale predicts, the knee,
-their findings and headline candidate."""
+"""The critical batch of a steps-to-target study: fitted to steps to target beside the one the
+gradient noise scale predicts near the target, and the knee of the oracle's curve; their plot
+(after the noise scale over training, `noise_scale`), findings and headline candidate."""
 
 from __future__ import annotations
 
@@ -19,16 +19,15 @@ from dpsuite.analysis.report.plots import (
     NEVER_MARKER,
     ORACLE_COLOR,
     perfect_line,
-    plain_log_axis,
-    series_color,
     steps_axes,
     styled,
     target_label,
 )
 from dpsuite.analysis.report.section import Section
+from dpsuite.analysis.report.sections.steps_to_target import noise_scale
 from dpsuite.analysis.report.text import approx, capital, pct, plural
 
-PLOTS = ("gradient_noise_scale", "critical_batch")
+PLOTS = ("critical_batch",)
 # What the critical-batch plot draws.
 CRITICAL_BATCH_CAPTION = (
     "Black: the LR oracle's steps to target per global batch; dotted purple: S(B) = "
@@ -51,34 +50,7 @@ def study_section(
 ) -> Section:
     """B_simple over training and the predicted vs found critical batch; their findings."""
     part = Section()
-    measured, prediction = study.trained.runs, study.prediction
-    rule = critical_batch_fit.reference_rule(measured)
-    left_out = study.trained.left_out
-    how = critical_batch_fit.methods_text(measured)
-    if rule is not None:
-        part.plot(
-            f"gradient_noise_scale{suffix}",
-            functools.partial(
-                noise_scale_over_training,
-                critical_batch_fit.noise_scale_curves(measured, tree.epochs, rule),
-                rule,
-                prediction.batch if prediction else None,
-                f"Gradient noise scale during training{about}",
-            ),
-            f"Gradient noise scale B_simple over training (`{rule}`){about}",
-            "B_simple = tr(Σ)/|G|² (McCandlish et al. 2018, App. A) from two batch sizes: "
-            f"{how}. Both estimates are summed over a window of training steps before their "
-            f"ratio is taken; each point is the latest window at an evaluation of the `{rule}` "
-            "runs that trained, one line per global batch, mean over seeds; windows without a "
-            "positive estimate are left out"
-            + (
-                f", and so are the {plural(left_out, 'run')} that {study.trained.reason}"
-                if left_out
-                else ""
-            )
-            + ". Dotted: the median of the runs' B_simple pooled from step 0 (secondary: the "
-            "value near the target is in the critical-batch plot).",
-        )
+    part.plots += noise_scale.plots(study, tree, suffix, about)
     fit, near = study.fit, study.near
     if study.knee is not None and (fit is not None or near is not None):
         part.plot(
@@ -98,45 +70,6 @@ def study_section(
         )
     part.findings += critical_batch_findings(study)
     return part
-
-
-@styled
-def noise_scale_over_training(
-    curves: pd.DataFrame, rule: str, predicted: float | None, title: str
-) -> Figure | None:
-    """B_simple against epoch (log y), one line per global batch, seeds averaged."""
-    if curves.empty:
-        return None
-    fig = Figure(figsize=(9, 4.5))
-    ax = fig.add_subplot()
-    seeds = curves.groupby("global_batch")["seeds"].max()
-    same = seeds.nunique() == 1  # then the seed count goes in the legend title, once
-    for i, (batch, grp) in enumerate(curves.groupby("global_batch", sort=True)):
-        n = int(seeds[batch])
-        label = f"{int(batch)}" + (f" (mean of {n} seeds)" if n > 1 and not same else "")
-        ax.plot(
-            grp["epoch"], grp["grad_noise_scale"], "o-", ms=4, color=series_color(i), label=label
-        )
-    if predicted is not None:
-        # In the legend, not on the plot: a label by the line collides with the legend box.
-        ax.axhline(
-            predicted,
-            color="black",
-            ls=":",
-            lw=1.2,
-            label=f"predicted critical batch ≈ {approx(predicted)}",
-        )
-    plain_log_axis(ax, "y")
-    ax.set_xlim(left=0)
-    note = f", mean of {int(seeds.iloc[0])} seeds" if same and seeds.iloc[0] > 1 else ""
-    # Beside the axes: one line per batch would hide some of the curves.
-    ax.legend(
-        title=f"global batch ({rule}{note})", loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8
-    )
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("gradient noise scale B_simple (samples, log scale)")
-    ax.set_title(title)
-    return fig
 
 
 @styled
@@ -283,44 +216,14 @@ def knee_text(knee: critical_batch_fit.Knee) -> str:
     )
 
 
-def predicted_text(prediction: critical_batch_fit.Prediction, trained: str) -> str:
-    estimate = (
-        "pooled over each run's measured steps" if prediction.pooled else "mean over each run"
-    )
-    spread = (
-        f", {approx(prediction.low)}–{approx(prediction.high)} over training "
-        f"({critical_batch_fit.BAND[0]}th–{critical_batch_fit.BAND[1]}th percentile)"
-        if prediction.low is not None and prediction.high is not None
-        else ""
-    )
-    runs = f"{prediction.runs} run{'s' if prediction.runs > 1 else ''}"
-    return (
-        f"the gradient noise scale of the {runs} that {trained} (B_simple {estimate}, median "
-        f"over runs) predicts a critical batch ≈ {approx(prediction.batch)}{spread}"
-    )
-
-
 def critical_batch_findings(study: studies.TargetStudy) -> list[str]:
     """B_crit fitted beside the noise scale near the target; the knee beside what the noise
     scale predicts for it; the pooled noise scale (secondary); what was left out."""
     out = [*fit_findings(study)]
-    knee, prediction = study.knee, study.prediction
-    trained = f"reached {pct(study.target, 0)}"
+    knee = study.knee
     if knee is not None:
         out.append(capital(knee_text(knee)) + knee_prediction_text(study) + ".")
-    if prediction is not None:
-        out.append(
-            capital(predicted_text(prediction, trained))
-            + "; pooled from step 0, every window weighs by its |G|², the largest early in "
-            "training, so this value leans to the start of training: it is secondary to the "
-            "value near the target."
-        )
-    if study.trained.left_out and prediction is not None:
-        n = study.trained.left_out
-        out.append(
-            f"{n} run{'s' if n > 1 else ''} that {study.trained.reason} "
-            f"{'are' if n > 1 else 'is'} left out of the noise-scale prediction."
-        )
+    out += noise_scale.findings(study)
     return out
 
 
