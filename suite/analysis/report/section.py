@@ -32,7 +32,7 @@ class Section:
     findings: list[str] = field(default_factory=list)
     plots: list[Plot] = field(default_factory=list)
     tables: list[render.Table] = field(default_factory=list)
-    # Candidate headline sentences by name (`headline.PRIORITY` orders them).
+    # Candidate headline sentences by name: names from the section's HEADLINE, which ranks them.
     headline: dict[str, str] = field(default_factory=dict)
 
     def plot(self, name: str, draw: Callable[[], Figure | None], title: str, caption: str) -> None:

@@ -23,6 +23,7 @@ from dpsuite.analysis.report.text import human_bytes, pct, slug
 
 TOPIC = "Synchronization strategies"
 PLOTS = ("sync_throughput", "sync_bytes", "sync_tradeoff")
+HEADLINE: dict[str, int] = {}  # no headline candidate
 
 REFERENCE = "allreduce"
 SYNC_KEY = [

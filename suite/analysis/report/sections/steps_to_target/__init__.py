@@ -16,6 +16,9 @@ from dpsuite.analysis.report.text import slug
 
 TOPIC = "Steps to target"
 PLOTS = (*oracle.PLOTS, *noise_scale.PLOTS, *critical_batch.PLOTS, *time_to_target.PLOTS)
+# Headline candidates and their rank (see `headline`): the deeper convergence answers, after
+# the suite's two questions (convergence, scaling).
+HEADLINE = {"knee_and_prediction": 40, "time_to_target": 50, "oracle_efficiency": 60}
 
 
 def section(context: studies.Context) -> Section:
