@@ -73,7 +73,8 @@ def test_headline_refuses_a_candidate_without_priority():
 
 
 def test_the_headline_order_is_the_sections_ranks():
-    assert build.PRIORITY == (
+    """The order docs/reports.md gives ("The headline"); a new section's candidates go between."""
+    documented = [
         "batch_limits",
         "warmup_extension",
         "scaling_limit",
@@ -81,7 +82,8 @@ def test_the_headline_order_is_the_sections_ranks():
         "time_to_target",
         "oracle_efficiency",
         "bandwidth",
-    )
+    ]
+    assert [name for name in build.PRIORITY if name in documented] == documented
 
 
 def test_two_sections_cannot_give_one_rank_or_one_name():
