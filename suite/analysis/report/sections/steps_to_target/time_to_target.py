@@ -54,6 +54,14 @@ def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Sectio
         "runs measured) that reaches the target soonest; black: at the LR oracle's best LR "
         "per batch, colours: each rule.",
     )
+    part.tables.append(times_table(study, about))
+    part.findings += time_findings(study)
+    return part
+
+
+def times_table(study: studies.TargetStudy, about: str) -> render.Table:
+    """Every time to target, sorted by where its step time comes from."""
+    target = f"{100 * study.target:g} %"
     order = {
         time_to_target_table.MEASURED: 0,
         time_to_target_table.OVERSUBSCRIBED: 1,
@@ -64,30 +72,26 @@ def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Sectio
         key=lambda col: col.map(order) if col.name == "source" else col,
         kind="stable",
     )
-    part.tables.append(
-        render.Table(
-            f"Time to {target}{about}",
-            pd.DataFrame(
-                {
-                    "curve": times["curve"],
-                    "workers": times["workers"],
-                    "per_worker_batch": times["per_worker_batch"],
-                    "global_batch": times["global_batch"],
-                    "steps": times["steps"],
-                    "step_time_ms": 1e3 * times["step_time_s"],
-                    "step_time": [step_time_source(row) for _, row in times.iterrows()],
-                    "time_s": times["time_s"],
-                }
-            ),
-            "Training steps only, sorted by where the step time comes from. measured: median "
-            "step time of this machine's scaling runs; oversubscribed: measured with more "
-            "worker threads than cores, the time of contention, kept apart from the measured "
-            "points; model: the scaling model fitted to them (extrapolated: beyond the worker "
-            "counts it was validated at).",
-        )
+    return render.Table(
+        f"Time to {target}{about}",
+        pd.DataFrame(
+            {
+                "curve": times["curve"],
+                "workers": times["workers"],
+                "per_worker_batch": times["per_worker_batch"],
+                "global_batch": times["global_batch"],
+                "steps": times["steps"],
+                "step_time_ms": 1e3 * times["step_time_s"],
+                "step_time": [step_time_source(row) for _, row in times.iterrows()],
+                "time_s": times["time_s"],
+            }
+        ),
+        "Training steps only, sorted by where the step time comes from. measured: median "
+        "step time of this machine's scaling runs; oversubscribed: measured with more "
+        "worker threads than cores, the time of contention, kept apart from the measured "
+        "points; model: the scaling model fitted to them (extrapolated: beyond the worker "
+        "counts it was validated at).",
     )
-    part.findings += time_findings(study)
-    return part
 
 
 def step_time_source(row: pd.Series) -> str:
