@@ -2,8 +2,9 @@
 
 Each module of `dpsuite.analysis.report.sections` is one topic (scaling, the all-reduce, steps to
 target, ...) and exposes ``section(context) -> Section``, ``TOPIC`` (the heading its findings
-are filed under) and ``PLOTS`` (the names of the PNGs it may write, before any study suffix).
-`build` lists the sections in the order the report shows them.
+are filed under), ``PLOTS`` (the names of the PNGs it may write, before any study suffix) and
+``HEADLINE`` (its headline candidates and their rank, see `headline`). `build` lists the
+sections in the order the report shows them.
 """
 
 from __future__ import annotations
