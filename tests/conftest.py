@@ -133,3 +133,52 @@ def slurm_cluster():
         os.environ.pop("SLURM_CONF", None)
     else:
         os.environ["SLURM_CONF"] = previous
+
+
+# ---- the results trees several report tests read (tests/report_trees.py) ------------------------
+# Each is written once a session; a test that changes a tree writes its own.
+
+
+@pytest.fixture(scope="session")
+def scaling_tree(tmp_path_factory) -> Path:
+    """A scaling sweep of one machine, 1 to 8 workers, with its comm-bench."""
+    from tests import report_trees as trees
+
+    root = tmp_path_factory.mktemp("scaling")
+    trees.write_scaling(root)
+    trees.write_comm_bench(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def convergence_tree(tmp_path_factory) -> Path:
+    """A fixed-budget convergence study: three LR rules at four global batches, two seeds."""
+    from tests import report_trees as trees
+
+    root = tmp_path_factory.mktemp("convergence")
+    trees.write_convergence(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def mixed_tree(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
+    """Scaling, convergence and a comm-bench together, with failed runs and damaged files (by
+    what is damaged)."""
+    from tests import report_trees as trees
+
+    root = tmp_path_factory.mktemp("mixed")
+    trees.write_scaling(root)
+    trees.write_convergence(root)
+    trees.write_comm_bench(root)
+    return root, trees.write_failures(root)
+
+
+@pytest.fixture(scope="session")
+def repeated_machines(tmp_path_factory) -> tuple[Path, Path]:
+    """Two machines' scaling runs with repeats (`report_trees.REPEATED_A`, `REPEATED_B`)."""
+    from tests import report_trees as trees
+
+    root = tmp_path_factory.mktemp("repeated")
+    trees.write_repeated(root / "a", "box-a", trees.REPEATED_A)
+    trees.write_repeated(root / "b", "box-b", trees.REPEATED_B)
+    return root / "a", root / "b"

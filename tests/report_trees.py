@@ -312,6 +312,12 @@ def write_scaling(
             )
 
 
+# Two machines' repeated scaling runs (samples/s per repeat): B is as fast at 1 worker, 20 %
+# slower at 2 workers, in every repeat.
+REPEATED_A = {1: [1000.0, 1040.0, 960.0], 2: [1900.0, 1950.0, 1850.0]}
+REPEATED_B = {1: [1010.0, 990.0, 1030.0], 2: [1500.0, 1560.0, 1540.0]}
+
+
 def write_repeated(root: Path, tag: str, by_workers: dict[int, list[float]]) -> None:
     """A scaling sweep with repeats: the samples/s of each repeat at each worker count."""
     for workers, measured in by_workers.items():

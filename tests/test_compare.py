@@ -1,5 +1,6 @@
-"""`dpsuite compare` says what differs between the machines' runs, and will not call a
-regression on repeats too scattered to show one."""
+"""`dpsuite compare`: throughput B / A per configuration of two machines' results, the gate on a
+regression (`--fail-below`), what differs between the machines' runs, and no regression called on
+repeats too scattered to show one."""
 
 from __future__ import annotations
 
@@ -10,15 +11,11 @@ import pandas as pd
 import pytest
 
 from tests import report_trees as trees
+from tests.report_pages import assert_valid_images, findings_of, headline_of
 
 QUIET_A = {1: [1000.0, 1040.0, 960.0], 2: [1900.0, 1950.0, 1850.0]}
 # B: as fast at 1 worker; at 2 workers its repeats range from 200 to 900 samples/s.
 NOISY_B = {1: [1010.0, 990.0, 1030.0], 2: [200.0, 900.0, 250.0]}
-
-
-def headline_of(report_dir: Path) -> list[str]:
-    top = (report_dir / "index.md").read_text().split("\n## ", 1)[0]
-    return [line[4:-2] for line in top.splitlines() if line.startswith("- **")]
 
 
 def set_run_settings(root: Path, threads: int, env: dict[str, str]) -> None:
@@ -96,3 +93,127 @@ def test_max_spread_bad_value_is_one_line(dpsuite, capsys, machines, tmp_path, v
     )
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("dpsuite: error: ") and "max-spread" in err
+
+
+def test_compare_two_tagged_trees(dpsuite, capsys, tmp_path):
+    a, b = tmp_path / "box-a", tmp_path / "box-b"
+    trees.write_scaling(a, tag="box-a", host="host-a")
+    trees.write_comm_bench(a, tag="box-a", peak=4.0)
+    trees.write_scaling(b, tag="box-b", host="host-b", speed=0.5)
+    trees.write_comm_bench(b, tag="box-b", peak=1.0)
+    out = tmp_path / "cmp"
+    assert dpsuite("compare", str(a), str(b), "--out", str(out)) == 0
+    printed = capsys.readouterr().out
+    assert assert_valid_images(out) == {
+        "throughput.png",
+        "efficiency.png",
+        "allreduce_bandwidth.png",
+    }
+    assert headline_of(out) == [
+        "Over 4 configurations run on both, `box-b` has 0.50× the throughput of `box-a` "
+        "(median; from 0.50× to 0.50×)."
+    ]
+    found = findings_of(out)
+    for machine in ("box-a", "box-b"):  # efficiency is the same shape on both
+        label = f"{machine} · mnist1d_mlp · 32/worker"
+        assert f"{label}: largest worker count with ≥ 80 % scaling efficiency: 4 (85 %)." in found
+    ratios = pd.read_csv(out / "ratios.csv")
+    assert sorted(ratios["workers"]) == sorted(trees.THROUGHPUT)
+    assert ratios["ratio_B_over_A"].round(6).eq(0.5).all()
+    assert ratios["ratio_low"].isna().all(), "one run per point: no interval"
+    assert set(pd.read_csv(out / "summary.csv")["machine"]) == {"box-a", "box-b"}
+    assert set(pd.read_parquet(out / "summary.parquet")["machine"]) == {"box-a", "box-b"}
+    # The ratio table comes first, in the terminal and in the report.
+    assert printed.startswith("throughput B / A per configuration (A: box-a, B: box-b):")
+    assert "mnist1d_mlp, 8 workers, 32/worker" in printed and "0.50×" in printed
+    md = (out / "index.md").read_text()
+    assert md.index("## Throughput B ÷ A per configuration") < md.index("## Findings")
+
+
+def test_compare_untagged_groups_by_fingerprint(dpsuite, capsys, tmp_path):
+    a, b = tmp_path / "one", tmp_path / "two"
+    trees.write_scaling(a, tag=None, host="alpha")
+    trees.write_scaling(b, tag=None, host="beta", speed=0.8)
+    out = tmp_path / "cmp"
+    assert dpsuite("compare", str(a), str(b), "--out", str(out)) == 0
+    assert headline_of(out)[0].startswith(
+        "Over 4 configurations run on both, `beta (id-beta)` has 0.80× the throughput of "
+        "`alpha (id-alpha)`"
+    )
+
+
+def test_compare_one_machine_says_so(dpsuite, capsys, scaling_tree, tmp_path):
+    out = tmp_path / "cmp"
+    assert dpsuite("compare", str(scaling_tree), str(scaling_tree), "--out", str(out)) == 0
+    assert headline_of(out)[0].startswith("All results come from one machine (`box-a`)")
+    assert not (out / "ratios.csv").exists()
+
+
+def test_compare_gates_a_regression(dpsuite, capsys, repeated_machines, tmp_path):
+    a, b = repeated_machines
+    assert dpsuite("compare", str(a), str(b), "--out", str(tmp_path / "ok")) == 0
+    capsys.readouterr()
+    assert (
+        dpsuite("compare", str(a), str(b), "--out", str(tmp_path / "cmp"), "--fail-below", "0.95")
+        == 1
+    )
+    captured = capsys.readouterr()
+    regressions = [
+        line for line in captured.err.splitlines() if line.startswith("dpsuite: regression: ")
+    ]
+    assert len(regressions) == 1, captured.err
+    assert regressions[0].startswith(
+        "dpsuite: regression: mnist1d_mlp, 2 workers, 32/worker: box-b / box-a = 0.81× ("
+    )
+    ratios = pd.read_csv(tmp_path / "cmp" / "ratios.csv").set_index("workers")
+    assert ratios.loc[2, "ratio_B_over_A"] == pytest.approx(1540.0 / 1900.0)
+    assert ratios.loc[2, "ratio_high"] < 0.95  # the whole interval is below the gate
+    assert ratios.loc[1, "ratio_low"] < 1.0 < ratios.loc[1, "ratio_high"]
+    assert (
+        "1 configuration regressed below 0.95× the throughput on `box-a`"
+        in (headline_of(tmp_path / "cmp")[1])
+    )
+    # The same machines the other way round: B is faster everywhere, nothing regressed.
+    assert (
+        dpsuite("compare", str(b), str(a), "--out", str(tmp_path / "rev"), "--fail-below", "0.95")
+        == 0
+    )
+    assert "dpsuite: regression" not in capsys.readouterr().err
+    assert (
+        headline_of(tmp_path / "rev")[1]
+        == "No configuration is below 0.95× its throughput on `box-b`."
+    )
+
+
+def test_a_ratio_whose_interval_covers_the_gate_is_not_a_regression(
+    dpsuite, capsys, repeated_machines, tmp_path
+):
+    """At 1 worker B ÷ A is 1.01×, below a gate at 1.02, but its interval reaches above it:
+    the repeats do not show a regression. At 2 workers (0.81×) they do."""
+    a, b = repeated_machines
+    out = tmp_path / "cmp"
+    assert dpsuite("compare", str(a), str(b), "--out", str(out), "--fail-below", "1.02") == 1
+    err = capsys.readouterr().err
+    assert "2 workers" in err and "1 worker," not in err
+    one = pd.read_csv(out / "ratios.csv").set_index("workers").loc[1]
+    assert one["ratio_B_over_A"] < 1.02 < one["ratio_high"]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc"])
+def test_fail_below_bad_value_is_one_line(dpsuite, capsys, repeated_machines, tmp_path, value):
+    a, b = repeated_machines
+    out = tmp_path / "cmp"
+    assert dpsuite("compare", str(a), str(b), "--out", str(out), "--fail-below", value) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("dpsuite: error: ") and "fail-below" in err
+    assert not out.exists()
+
+
+def test_fail_below_with_nothing_to_compare_is_an_error(dpsuite, capsys, scaling_tree, tmp_path):
+    out = tmp_path / "cmp"
+    assert dpsuite("compare", str(scaling_tree), "--out", str(out), "--fail-below", "0.9") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "dpsuite: error: --fail-below: no configuration was run with real workers on two "
+        "machines, so nothing can be compared"
+    ]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-from dpsuite.analysis.report import data, plots, strategies
+from dpsuite.analysis.report import data, plots
+from dpsuite.analysis.report.sections import sync
 from dpsuite.conf.compose import compose_config
 from dpsuite.conf.run_spec import resolve
 from dpsuite.optim.lr_rules import RULES
@@ -22,9 +23,9 @@ def test_run_json_records_the_rule_and_strategy_traits(tmp_path):
 
 
 def test_the_strategies_table_takes_the_recorded_order_else_the_registrys():
-    assert strategies.strategy_order("powersgd", 0.0) == 0  # as the run recorded it
-    assert strategies.strategy_order("powersgd", math.nan) == list(STRATEGIES).index("powersgd")
-    assert strategies.strategy_order("unknown") == len(STRATEGIES)
+    assert sync.strategy_order("powersgd", 0.0) == 0  # as the run recorded it
+    assert sync.strategy_order("powersgd", math.nan) == list(STRATEGIES).index("powersgd")
+    assert sync.strategy_order("unknown") == len(STRATEGIES)
 
 
 def test_the_reports_rule_lists_are_the_registrys():

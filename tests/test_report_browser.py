@@ -22,7 +22,7 @@ from dpsuite.analysis.report.build import REFERENCE_RESULTS, build_report
 from dpsuite.analysis.report.compare import build_compare
 from tests import report_trees as trees
 from tests.conftest import REPO
-from tests.test_report import html_images, png_size
+from tests.report_pages import html_images, png_size
 
 pytestmark = pytest.mark.browser
 

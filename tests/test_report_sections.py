@@ -1,26 +1,29 @@
 """The contract of a report's sections: each plot a section draws is named in `build.PLOT_NAMES`
-(derived from the sections), each headline candidate has a priority, and a report rewritten into
-its directory removes the PNGs of plots it no longer draws."""
+(derived from the sections), each headline candidate is one its section declares (with its rank),
+and a report rewritten into its directory removes the PNGs of plots it no longer draws."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
 from dpsuite.analysis.report import build, data, headline, studies
-from dpsuite.analysis.report.sections import critical_batch, time_to_target
 from tests import report_trees as trees
-
-TOPICS = (*build.SECTIONS, critical_batch, time_to_target)
 
 
 def test_plot_names_are_the_sections_plots():
-    declared = [name for topic in TOPICS for name in topic.PLOTS]
+    declared = [name for topic in build.SECTIONS for name in topic.PLOTS]
     assert sorted(declared) == sorted(build.PLOT_NAMES)
     assert len(set(declared)) == len(declared), "two sections declare one plot name"
+
+
+def test_each_section_is_one_topic():
+    topics = [topic.TOPIC for topic in build.SECTIONS]
+    assert len(set(topics)) == len(topics), topics
 
 
 def written_tree(root: Path) -> Path:
@@ -50,7 +53,7 @@ def test_every_plot_of_every_section_is_declared(full_tree):
             assert re.fullmatch(rf"({'|'.join(build.PLOT_NAMES)})(-[a-z0-9-]+)?", plot.name), (
                 f"{topic.__name__} draws {plot.name!r}, not named in PLOT_NAMES"
             )
-        assert set(part.headline) <= set(headline.PRIORITY), topic.__name__
+        assert set(part.headline) <= set(topic.HEADLINE), topic.__name__
 
 
 def test_a_report_removes_the_plots_it_no_longer_draws(full_tree, tmp_path):
@@ -66,4 +69,26 @@ def test_a_report_removes_the_plots_it_no_longer_draws(full_tree, tmp_path):
 
 def test_headline_refuses_a_candidate_without_priority():
     with pytest.raises(ValueError, match="without a priority"):
-        headline.choose({"made_up": "A sentence."}, pd.DataFrame())
+        headline.choose({"made_up": "A sentence."}, pd.DataFrame(), build.PRIORITY)
+
+
+def test_the_headline_order_is_the_sections_ranks():
+    """The order docs/reports.md gives ("The headline"); a new section's candidates go between."""
+    documented = [
+        "batch_limits",
+        "warmup_extension",
+        "scaling_limit",
+        "knee_and_prediction",
+        "time_to_target",
+        "oracle_efficiency",
+        "bandwidth",
+    ]
+    assert [name for name in build.PRIORITY if name in documented] == documented
+
+
+def test_two_sections_cannot_give_one_rank_or_one_name():
+    one, other = SimpleNamespace(HEADLINE={"a": 10}), SimpleNamespace(HEADLINE={"b": 10})
+    with pytest.raises(ValueError, match="share a name or a rank"):
+        headline.priority([one, other])
+    with pytest.raises(ValueError, match="share a name or a rank"):
+        headline.priority([one, SimpleNamespace(HEADLINE={"a": 20})])

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 import pandas as pd
 import pytest
 
-from dpsuite.analysis.report import target_study as ts
-from dpsuite.analysis.report import time_to_target as ttt
-from dpsuite.analysis.report.sections import time_to_target as time_to_target_section
+from dpsuite.analysis.report import target_study, time_to_target_table
+from dpsuite.analysis.report.sections.steps_to_target import time_to_target
 
 INF = math.inf
 BASE_LR = 0.1
@@ -74,7 +73,7 @@ def steps_of(settings: pd.DataFrame, setting: str, batch: int) -> float:
     ],
 )
 def test_seed_median_counts_a_missed_seed_as_never(steps, expected):
-    settings = ts.settings_table(group(seeds("linear", 64, steps)))
+    settings = target_study.settings_table(group(seeds("linear", 64, steps)))
     assert steps_of(settings, "linear", 64) == expected
     row = settings.iloc[0]
     assert (row["seeds"], row["reached"]) == (len(steps), sum(s is not None for s in steps))
@@ -86,7 +85,7 @@ def test_a_diverged_seed_is_never_and_a_failed_one_is_not_a_seed():
         run("linear", 64, 1, None, status="diverged"),
         run("linear", 64, 2, None, status="failed"),  # no result: not counted at all
     ]
-    settings = ts.settings_table(group(rows))
+    settings = target_study.settings_table(group(rows))
     assert steps_of(settings, "linear", 64) == INF  # one of two missed
     assert settings.iloc[0]["seeds"] == 2
 
@@ -100,11 +99,11 @@ def test_at_the_base_batch_every_rule_is_one_setting_counted_once():
         *seeds("naive", 64, [300, 310, 320]),
         *seeds("linear", 64, [200, 210, 220]),
     ]
-    settings = ts.settings_table(group(rows))
+    settings = target_study.settings_table(group(rows))
     base = settings[settings["global_batch"] == 32]
-    assert list(base["setting"]) == [ts.BASE_SETTING]
+    assert list(base["setting"]) == [target_study.BASE_SETTING]
     assert (base["seeds"].iloc[0], base["steps"].iloc[0]) == (3, 400)
-    rules = ts.rule_table(settings)
+    rules = target_study.rule_table(settings)
     for rule in ("naive", "linear"):  # each rule's curve starts from the shared runs
         curve = rules[rules["lr_rule"] == rule].sort_values("global_batch")
         assert list(curve["global_batch"]) == [32, 64] and curve["steps"].iloc[0] == 400
@@ -115,9 +114,9 @@ def test_the_grid_is_named_by_its_exponent_and_is_no_rule():
         *seeds("linear", 64, [200, 200, 200]),
         *seeds("power", 64, [150, 150, 150], exponent=0.6),
     ]
-    settings = ts.settings_table(group(rows))
+    settings = target_study.settings_table(group(rows))
     assert set(settings["setting"]) == {"linear", "power 0.6"}
-    assert set(ts.rule_table(settings)["lr_rule"]) == {"linear"}
+    assert set(target_study.rule_table(settings)["lr_rule"]) == {"linear"}
 
 
 # ---- the LR oracle and each rule's efficiency --------------------------------------------------
@@ -140,7 +139,9 @@ def oracle_group() -> pd.DataFrame:
 
 
 def test_oracle_is_the_fewest_steps_over_every_lr_tried():
-    best = ts.oracle(ts.settings_table(oracle_group())).set_index("global_batch")
+    best = target_study.oracle(target_study.settings_table(oracle_group())).set_index(
+        "global_batch"
+    )
     assert best["steps"].to_dict() == {32: 400, 64: 205, 128: 125, 256: INF}
     assert best.loc[64, "setting"] == "linear" and best.loc[128, "setting"] == "power 0.4"
     assert best.loc[128, "peak_lr"] == pytest.approx(BASE_LR * 4**0.4)
@@ -150,8 +151,8 @@ def test_oracle_is_the_fewest_steps_over_every_lr_tried():
 
 
 def test_efficiency_is_oracle_steps_over_the_rules_and_zero_where_it_never_reaches():
-    settings = ts.settings_table(oracle_group())
-    eff = ts.efficiency(ts.rule_table(settings), ts.oracle(settings))
+    settings = target_study.settings_table(oracle_group())
+    eff = target_study.efficiency(target_study.rule_table(settings), target_study.oracle(settings))
     table = dict(
         zip(zip(eff["lr_rule"], eff["global_batch"], strict=True), eff["efficiency"], strict=True)
     )
@@ -176,7 +177,7 @@ def test_best_lr_at_the_edge_of_three_or_more_tried_is_flagged():
         *seeds("power", 128, [150, 150, 150], exponent=0.5),  # in the middle
         *seeds("linear", 128, [200, 200, 200]),
     ]
-    best = ts.oracle(ts.settings_table(group(rows))).set_index("global_batch")
+    best = target_study.oracle(target_study.settings_table(group(rows))).set_index("global_batch")
     assert best["at_grid_edge"].to_dict() == {64: True, 128: False}
 
 
@@ -208,19 +209,19 @@ def scaling_runs() -> pd.DataFrame:
 
 
 def test_measured_step_time_is_the_median_per_point():
-    measured = ttt.measured_steps(scaling_runs(), "m", "w")
+    measured = time_to_target_table.measured_steps(scaling_runs(), "m", "w")
     assert measured.set_index(["workers", "per_worker_batch"])["step_time_s"].to_dict() == {
         (1, 32): 0.010,
         (1, 64): 0.018,
         (2, 32): pytest.approx(0.013),
         (4, 32): 0.016,
     }
-    assert ttt.measured_steps(scaling_runs(), "m", "other").empty
+    assert time_to_target_table.measured_steps(scaling_runs(), "m", "other").empty
 
 
 def test_time_to_target_joins_steps_with_measured_and_modelled_step_times():
-    measured = ttt.measured_steps(scaling_runs(), "m", "w")
-    table = ttt.step_time_table(measured, LinearModel(), [32, 64, 128, 256])
+    measured = time_to_target_table.measured_steps(scaling_runs(), "m", "w")
+    table = time_to_target_table.step_time_table(measured, LinearModel(), [32, 64, 128, 256])
     points = table.set_index(["workers", "per_worker_batch"])
     assert points.loc[(2, 32), "measured"] and points.loc[(2, 32), "step_time_s"] == pytest.approx(
         0.013
@@ -240,17 +241,17 @@ def test_time_to_target_joins_steps_with_measured_and_modelled_step_times():
     }
     steps = pd.DataFrame(
         {
-            "curve": [ttt.ORACLE] * 4 + ["naive"] * 4,
+            "curve": [time_to_target_table.ORACLE] * 4 + ["naive"] * 4,
             "global_batch": [32, 64, 128, 256] * 2,
             "steps": [400, 200, 100, 60, 400, 300, INF, INF],
         }
     )
-    times = ttt.time_table(steps, table)
+    times = time_to_target_table.time_table(steps, table)
     assert not (times["curve"].eq("naive") & times["global_batch"].ge(128)).any()  # never
     at = times.set_index(["curve", "workers", "per_worker_batch"])["time_s"]
-    assert at[(ttt.ORACLE, 2, 32)] == pytest.approx(200 * 0.013)
-    assert at[(ttt.ORACLE, 8, 32)] == pytest.approx(60 * 0.018)
-    best = ttt.fastest(times, ttt.ORACLE)
+    assert at[(time_to_target_table.ORACLE, 2, 32)] == pytest.approx(200 * 0.013)
+    assert at[(time_to_target_table.ORACLE, 8, 32)] == pytest.approx(60 * 0.018)
+    best = time_to_target_table.fastest(times, time_to_target_table.ORACLE)
     # 4 x 32 (100 steps of 16 ms: 1.6 s) is oversubscribed, never the fastest measured; of the
     # rest 2 x 32 is: 200 steps of 13 ms = 2.6 s (1 x 32: 4.0 s, 1 x 64: 200 x 18 ms = 3.6 s)
     assert (best.measured["workers"], best.measured["per_worker_batch"]) == (2, 32)
@@ -258,15 +259,18 @@ def test_time_to_target_joins_steps_with_measured_and_modelled_step_times():
     # faster, from the model: 4 workers x 64 is global batch 256, 60 steps of 14 ms
     assert (best.predicted["workers"], best.predicted["per_worker_batch"]) == (4, 64)
     assert best.predicted["time_s"] == pytest.approx(60 * 0.014)
-    slow = ttt.fastest(times, "naive")
+    slow = time_to_target_table.fastest(times, "naive")
     assert slow.measured["time_s"] == pytest.approx(min(400 * 0.010, 300 * 0.013, 300 * 0.018))
     assert slow.predicted is None  # the model's points are slower
-    assert ttt.point(best.measured) == "2 workers × 32" and ttt.seconds(1.6) == "1.6 s"
+    assert (
+        time_to_target.point(best.measured) == "2 workers × 32"
+        and time_to_target.seconds(1.6) == "1.6 s"
+    )
 
 
 def test_without_a_model_only_measured_points_have_a_time():
-    measured = ttt.measured_steps(scaling_runs(), "m", "w")
-    table = ttt.step_time_table(measured, None, [32, 64, 128, 256])
+    measured = time_to_target_table.measured_steps(scaling_runs(), "m", "w")
+    table = time_to_target_table.step_time_table(measured, None, [32, 64, 128, 256])
     assert table["measured"].all()
     points = set(zip(table["workers"], table["per_worker_batch"], strict=True))
     assert points == {(1, 32), (2, 32), (4, 32), (1, 64)}
@@ -275,12 +279,12 @@ def test_without_a_model_only_measured_points_have_a_time():
 @pytest.mark.parametrize(
     "source,extrapolated,says",
     [
-        (ttt.MEASURED, False, "measured"),
-        (ttt.OVERSUBSCRIBED, False, "oversubscribed"),
-        (ttt.MODEL, False, "model"),
-        (ttt.MODEL, True, "model, extrapolated"),
+        (time_to_target_table.MEASURED, False, "measured"),
+        (time_to_target_table.OVERSUBSCRIBED, False, "oversubscribed"),
+        (time_to_target_table.MODEL, False, "model"),
+        (time_to_target_table.MODEL, True, "model, extrapolated"),
     ],
 )
 def test_the_time_table_says_where_each_step_time_comes_from(source, extrapolated, says):
     row = pd.Series({"source": source, "extrapolated": extrapolated})
-    assert time_to_target_section.step_time_source(row) == says
+    assert time_to_target.step_time_source(row) == says

@@ -11,8 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpsuite.analysis.report import critical_batch as cb
-from dpsuite.analysis.report import target_study as ts
+from dpsuite.analysis.report import critical_batch_fit, target_study
 from dpsuite.engine.train import target_hit, training_metrics
 
 INF = math.inf
@@ -44,7 +43,9 @@ def runs(batch: int, peak: float, steps: list[float | None], rule: str = "power"
 
 def study(rows: list[dict]) -> tuple[pd.DataFrame, dict]:
     group = pd.DataFrame(rows)
-    return ts.oracle(ts.settings_table(group)).set_index("global_batch"), ts.seed_steps(group)
+    return target_study.oracle(target_study.settings_table(group)).set_index(
+        "global_batch"
+    ), target_study.seed_steps(group)
 
 
 # ---- the grid of absolute LRs ------------------------------------------------------------------
@@ -57,9 +58,9 @@ def test_grid_settings_are_named_by_their_peak_lr_and_only_the_base_lr_is_the_ba
         *runs(32, 0.2, [3000, 3100, 2900]),
         *runs(32, 0.025, [2500, 2400, 2600]),
     ]
-    settings = ts.settings_table(pd.DataFrame(rows))
-    assert set(settings["setting"]) == {ts.BASE_SETTING, "LR 0.025", "LR 0.05", "LR 0.2"}
-    best = ts.oracle(settings).set_index("global_batch")
+    settings = target_study.settings_table(pd.DataFrame(rows))
+    assert set(settings["setting"]) == {target_study.BASE_SETTING, "LR 0.025", "LR 0.05", "LR 0.2"}
+    best = target_study.oracle(settings).set_index("global_batch")
     assert best.loc[32, "setting"] == "LR 0.05" and best.loc[32, "steps"] == 2000
     assert best.loc[32, "lrs"] == 4 and not best.loc[32, "at_grid_edge"]
 
@@ -84,7 +85,7 @@ def test_too_few_lrs_and_the_best_at_the_edge_are_flagged():
     assert best["lrs"].to_dict() == {32: 1, 64: 2, 128: 3, 256: 3}
     assert best["too_few_lrs"].to_dict() == {32: True, 64: True, 128: False, 256: False}
     assert best["at_grid_edge"].to_dict() == {32: False, 64: True, 128: False, 256: True}
-    flagged = ts.untuned(best.reset_index())
+    flagged = target_study.untuned(best.reset_index())
     assert list(flagged["global_batch"]) == [32, 64, 256]
 
 
@@ -96,7 +97,7 @@ def test_a_study_warns_about_every_batch_it_cannot_vouch_for():
     best, _ = study(rows)
     fake = studies.TargetStudy.__new__(studies.TargetStudy)
     object.__setattr__(fake, "label", "g")
-    object.__setattr__(fake, "untuned", ts.untuned(best.reset_index()))
+    object.__setattr__(fake, "untuned", target_study.untuned(best.reset_index()))
     assert fake.warnings() == [
         "steps to target (g): global batch 32 is not known to be tuned: only 1 LR tried",
         "steps to target (g): global batch 64 is not known to be tuned: its best LR (0.1) is "
@@ -120,7 +121,7 @@ def test_steps_falling_below_half_beyond_the_seeds_spread_flag_the_smaller_batch
         *runs(256, 0.2, [300, 310, 290]),
     ]
     best, seeds = study(rows)
-    faster = ts.faster_than_perfect(best.reset_index(), seeds)
+    faster = target_study.faster_than_perfect(best.reset_index(), seeds)
     assert faster.to_dict("records") == [
         {
             "global_batch": 32,
@@ -135,7 +136,9 @@ def test_steps_falling_below_half_beyond_the_seeds_spread_flag_the_smaller_batch
 def test_a_censored_seed_keeps_the_pair_within_the_spread():
     rows = [*runs(32, 0.1, [2750, 2625, 3250], rule="naive"), *runs(64, 0.1, [1000, 1000, None])]
     best, seeds = study(rows)
-    assert ts.faster_than_perfect(best.reset_index(), seeds).empty  # a seed at 64 never got there
+    assert target_study.faster_than_perfect(
+        best.reset_index(), seeds
+    ).empty  # a seed at 64 never got there
 
 
 # ---- B_crit fitted -----------------------------------------------------------------------------
@@ -149,16 +152,21 @@ def exact(batch: int) -> float:
 
 
 def test_the_fit_recovers_s_min_and_e_min_of_an_exact_curve():
-    assert cb.fit_steps(np.array(BATCHES), np.array([exact(b) for b in BATCHES])) == (
+    assert critical_batch_fit.fit_steps(
+        np.array(BATCHES), np.array([exact(b) for b in BATCHES])
+    ) == (
         pytest.approx(S_MIN),
         pytest.approx(E_MIN),
     )
     # two points fix it by hand: 2100 = s + e/32, 1100 = s + e/64 -> e = 64,000, s = 100
-    assert cb.fit_steps(np.array([32, 64]), np.array([2100.0, 1100.0])) == (
+    assert critical_batch_fit.fit_steps(np.array([32, 64]), np.array([2100.0, 1100.0])) == (
         pytest.approx(100.0),
         pytest.approx(64_000.0),
     )
-    assert cb.b_crit_of(S_MIN, E_MIN) == 640 and cb.b_crit_of(-5.0, E_MIN) == INF
+    assert (
+        critical_batch_fit.b_crit_of(S_MIN, E_MIN) == 640
+        and critical_batch_fit.b_crit_of(-5.0, E_MIN) == INF
+    )
 
 
 def test_fitted_b_crit_with_seeds_censored_and_untuned_batches_left_out():
@@ -170,7 +178,7 @@ def test_fitted_b_crit_with_seeds_censored_and_untuned_batches_left_out():
     rows += runs(32, 0.1, [9000, 9000, 9000], rule="naive")  # the base recipe, untuned: worse
     rows += runs(4096, 2.0, [None, None, 200])  # no LR reached it in half its seeds
     best, seeds = study(rows)
-    fit = cb.fit_critical_batch(best.reset_index(), seeds, exclude={32})
+    fit = critical_batch_fit.fit_critical_batch(best.reset_index(), seeds, exclude={32})
     assert fit.batches == BATCHES[1:] and fit.untuned == [32] and fit.censored == [4096]
     assert (fit.s_min, fit.e_min, fit.b_crit) == (
         pytest.approx(S_MIN),
@@ -180,15 +188,17 @@ def test_fitted_b_crit_with_seeds_censored_and_untuned_batches_left_out():
     low, high = fit.b_crit_ci
     assert low < 640 < high and high / low < 2  # seeds within +-5 %
     assert fit.s_min_ci[0] <= S_MIN <= fit.s_min_ci[1]
-    assert fit.resamples == cb.FIT_RESAMPLES and fit.steps(640) == pytest.approx(200)
-    again = cb.fit_critical_batch(best.reset_index(), seeds, exclude={32})
+    assert fit.resamples == critical_batch_fit.FIT_RESAMPLES and fit.steps(640) == pytest.approx(
+        200
+    )
+    again = critical_batch_fit.fit_critical_batch(best.reset_index(), seeds, exclude={32})
     assert again.b_crit_ci == fit.b_crit_ci  # seeded: the same results, the same interval
 
 
 def test_no_fit_without_three_batches():
     rows = runs(64, 0.1, [1100] * 3) + runs(128, 0.1, [600] * 3) + runs(256, 0.1, [None] * 3)
     best, seeds = study(rows)
-    assert cb.fit_critical_batch(best.reset_index(), seeds) is None
+    assert critical_batch_fit.fit_critical_batch(best.reset_index(), seeds) is None
 
 
 # ---- B_simple near the target ------------------------------------------------------------------
@@ -212,11 +222,11 @@ def test_near_target_pools_the_windows_of_the_last_quarter_before_the_target():
         ]
     )
     # (300 + 500) / (1 + 1) = 400, not the mean of the ratios (300 and 500) nor from the start
-    assert cb.near_target_noise_scale(evals, 400) == pytest.approx(400.0)
+    assert critical_batch_fit.near_target_noise_scale(evals, 400) == pytest.approx(400.0)
     # no window in the last quarter: the last window before the target
-    assert cb.near_target_noise_scale(evals.iloc[:3], 400) == pytest.approx(200.0)
-    assert math.isnan(cb.near_target_noise_scale(evals.iloc[:1], 400))
-    assert math.isnan(cb.near_target_noise_scale(evals, INF))
+    assert critical_batch_fit.near_target_noise_scale(evals.iloc[:3], 400) == pytest.approx(200.0)
+    assert math.isnan(critical_batch_fit.near_target_noise_scale(evals.iloc[:1], 400))
+    assert math.isnan(critical_batch_fit.near_target_noise_scale(evals, INF))
 
 
 def test_near_target_prediction_is_the_median_over_the_oracle_runs():
@@ -227,7 +237,7 @@ def test_near_target_prediction_is_the_median_over_the_oracle_runs():
         "d": curve([]),  # reached the target before its first window closed
     }
     oracle_runs = pd.DataFrame({"run_id": list("abcd"), "steps": [100.0] * 4})
-    near = cb.predict_near_target(oracle_runs, epochs)
+    near = critical_batch_fit.predict_near_target(oracle_runs, epochs)
     assert (near.batch, near.runs, near.without) == (200.0, 3, 1)
     assert 100.0 <= near.low <= 200.0 <= near.high <= 300.0
 

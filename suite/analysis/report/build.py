@@ -16,25 +16,22 @@ from dpsuite.analysis.report.output import FigureWriter, Written, default_out, p
 from dpsuite.analysis.report.sections import (
     comm,
     convergence,
-    critical_batch,
     model,
     run_list,
     runs,
     scaling,
     steps_to_target,
     sync,
-    time_to_target,
 )
 from dpsuite.results import owned
 
-# The sections of a report, top to bottom. Steps to target shows, per study, its critical
-# batch and time to target (the topics of `critical_batch` and `time_to_target`).
+# The sections of a report, top to bottom: one topic each.
 SECTIONS = (runs, scaling, comm, model, sync, convergence, steps_to_target, run_list)
 # Every plot a report can write: one PNG (and SVG) each, with a "-<study>" suffix where a
 # report holds several studies of a topic.
-PLOT_NAMES = tuple(
-    name for topic in (*SECTIONS, critical_batch, time_to_target) for name in topic.PLOTS
-)
+PLOT_NAMES = tuple(name for topic in SECTIONS for name in topic.PLOTS)
+# The headline candidates the sections declare, by their rank (see `headline`).
+PRIORITY = headline.priority(SECTIONS)
 REFERENCE_RESULTS = Path("results/reference")
 NO_PLOT = (
     "No plot applies to these results: scaling plots need complete DDP runs at two or "
@@ -71,7 +68,7 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Writ
         else pd.DataFrame(columns=["machine", *data.RUN_COLUMNS])
     )
     data.write_summary(summary, out)
-    report.headline = headline.choose(candidates, tree.runs)
+    report.headline = headline.choose(candidates, tree.runs, PRIORITY)
     if not figs.figures:
         report.headline.append(NO_PLOT)
     report.figures = figs.figures

@@ -24,7 +24,7 @@ from matplotlib import ticker  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from dpsuite.analysis.report import critical_batch as cb  # noqa: E402
+from dpsuite.analysis.report import critical_batch_fit  # noqa: E402
 from dpsuite.analysis.report.text import plain_number  # noqa: E402
 from dpsuite.optim.lr_rules import RULES  # noqa: E402
 from dpsuite.results import owned  # noqa: E402
@@ -185,16 +185,18 @@ def steps_axes(ax: Axes, batches: Iterable[float], finite: pd.Series) -> float:
     return top
 
 
-def perfect_line(ax: Axes, knee: cb.Knee, xs: np.ndarray, twice: bool = False) -> None:
+def perfect_line(
+    ax: Axes, knee: critical_batch_fit.Knee, xs: np.ndarray, twice: bool = False
+) -> None:
     ax.plot(xs, [knee.perfect(x) for x in xs], "k--", lw=1, label="perfect scaling (∝ 1/batch)")
     if twice:
         ax.plot(
             xs,
-            [cb.KNEE_FACTOR * knee.perfect(x) for x in xs],
+            [critical_batch_fit.KNEE_FACTOR * knee.perfect(x) for x in xs],
             ":",
             color="gray",
             lw=1.2,
-            label=f"{cb.KNEE_FACTOR:g}× perfect",
+            label=f"{critical_batch_fit.KNEE_FACTOR:g}× perfect",
         )
 
 

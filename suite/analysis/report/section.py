@@ -2,8 +2,9 @@
 
 Each module of `dpsuite.analysis.report.sections` is one topic (scaling, the all-reduce, steps to
 target, ...) and exposes ``section(context) -> Section``, ``TOPIC`` (the heading its findings
-are filed under) and ``PLOTS`` (the names of the PNGs it may write, before any study suffix).
-`build` lists the sections in the order the report shows them.
+are filed under), ``PLOTS`` (the names of the PNGs it may write, before any study suffix) and
+``HEADLINE`` (its headline candidates and their rank, see `headline`). `build` lists the
+sections in the order the report shows them.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class Section:
     findings: list[str] = field(default_factory=list)
     plots: list[Plot] = field(default_factory=list)
     tables: list[render.Table] = field(default_factory=list)
-    # Candidate headline sentences by name (`headline.PRIORITY` orders them).
+    # Candidate headline sentences by name: names from the section's HEADLINE, which ranks them.
     headline: dict[str, str] = field(default_factory=dict)
 
     def plot(self, name: str, draw: Callable[[], Figure | None], title: str, caption: str) -> None:

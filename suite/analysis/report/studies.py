@@ -18,10 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from dpsuite.analysis import scaling
-from dpsuite.analysis.report import critical_batch as cb
-from dpsuite.analysis.report import data
-from dpsuite.analysis.report import target_study as ts
-from dpsuite.analysis.report import time_to_target as ttt
+from dpsuite.analysis.report import critical_batch_fit, data, target_study, time_to_target_table
 from dpsuite.analysis.report.text import plural
 
 Groups = list[tuple[str, pd.DataFrame]]
@@ -34,7 +31,7 @@ def split(conv: pd.DataFrame) -> tuple[Groups, Groups]:
     groups = list(conv.groupby("group", sort=True))
     stopping = [(label, g) for label, g in groups if g["stops_at_target"].any()]
     budget = [(label, g) for label, g in groups if not g["stops_at_target"].any()]
-    targets = stopping or [(label, g) for label, g in budget if ts.has_target(g)]
+    targets = stopping or [(label, g) for label, g in budget if target_study.has_target(g)]
     return budget, targets
 
 
@@ -55,12 +52,14 @@ class TargetStudy:
     efficiency: pd.DataFrame  # target_study.efficiency
     untuned: pd.DataFrame  # target_study.untuned: too few LRs, or the best at the grid's edge
     faster: pd.DataFrame  # target_study.faster_than_perfect: the smaller batch is not tuned
-    fit: cb.CriticalFit | None  # S(B) = S_min + E_min / B on the oracle's curve
-    near: cb.NearTarget | None  # B_simple near the target, from the oracle's runs
-    knee: cb.Knee | None
-    trained: cb.Trained
-    prediction: cb.Prediction | None  # pooled from the start of training (secondary)
-    times: pd.DataFrame  # time_to_target.time_table (empty without scaling runs)
+    fit: critical_batch_fit.CriticalFit | None  # S(B) = S_min + E_min / B on the oracle's curve
+    near: critical_batch_fit.NearTarget | None  # B_simple near the target, from the oracle's runs
+    knee: critical_batch_fit.Knee | None
+    trained: critical_batch_fit.Trained
+    prediction: (
+        critical_batch_fit.Prediction | None
+    )  # pooled from the start of training (secondary)
+    times: pd.DataFrame  # time_to_target_table.time_table (empty without scaling runs)
     model: scaling.ScalingModel | None  # the scaling model the times beyond measurements use
 
     @property
@@ -97,20 +96,22 @@ class TargetStudy:
 def analyse(
     tree: data.ResultsTree, label: str, group: pd.DataFrame, fits: list[scaling.Fit]
 ) -> TargetStudy:
-    settings = ts.settings_table(group)
-    rules = ts.rule_table(settings)
-    best = ts.oracle(settings)
-    trained = cb.trained_runs(group, tree.epochs)
-    seeds = ts.seed_steps(group)
-    faster = ts.faster_than_perfect(best, seeds)
+    settings = target_study.settings_table(group)
+    rules = target_study.rule_table(settings)
+    best = target_study.oracle(settings)
+    trained = critical_batch_fit.trained_runs(group, tree.epochs)
+    seeds = target_study.seed_steps(group)
+    faster = target_study.faster_than_perfect(best, seeds)
     machine, workload = group["machine"].iloc[0], group["workload"].iloc[0]
-    model = ttt.model_for(fits, machine, workload)
-    step_times = ttt.step_time_table(
-        ttt.measured_steps(tree.runs, machine, workload), model, sorted(best["global_batch"])
+    model = time_to_target_table.model_for(fits, machine, workload)
+    step_times = time_to_target_table.step_time_table(
+        time_to_target_table.measured_steps(tree.runs, machine, workload),
+        model,
+        sorted(best["global_batch"]),
     )
     curves = pd.concat(
         [
-            best.assign(curve=ttt.ORACLE)[["curve", "global_batch", "steps"]],
+            best.assign(curve=time_to_target_table.ORACLE)[["curve", "global_batch", "steps"]],
             rules.rename(columns={"lr_rule": "curve"})[["curve", "global_batch", "steps"]],
         ]
     )
@@ -121,15 +122,17 @@ def analyse(
         settings=settings,
         rules=rules,
         best=best,
-        efficiency=ts.efficiency(rules, best),
-        untuned=ts.untuned(best),
+        efficiency=target_study.efficiency(rules, best),
+        untuned=target_study.untuned(best),
         faster=faster,
-        fit=cb.fit_critical_batch(best, seeds, exclude=set(faster["global_batch"])),
-        near=cb.predict_near_target(ts.oracle_runs(group, best), tree.epochs),
-        knee=cb.find_knee(best),
+        fit=critical_batch_fit.fit_critical_batch(best, seeds, exclude=set(faster["global_batch"])),
+        near=critical_batch_fit.predict_near_target(
+            target_study.oracle_runs(group, best), tree.epochs
+        ),
+        knee=critical_batch_fit.find_knee(best),
         trained=trained,
-        prediction=cb.predict(trained.runs),
-        times=ttt.time_table(curves, step_times),
+        prediction=critical_batch_fit.predict(trained.runs),
+        times=time_to_target_table.time_table(curves, step_times),
         model=model,
     )
 

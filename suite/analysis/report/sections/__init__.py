@@ -1,1 +1,2 @@
-"""One module per topic of a report; each exposes ``section``, ``TOPIC`` and ``PLOTS``."""
+"""One module per topic of a report; each exposes ``section``, ``TOPIC``, ``PLOTS`` and
+``HEADLINE``."""

@@ -25,6 +25,9 @@ from dpsuite.analysis.report.text import pct, slug
 
 TOPIC = "Convergence"
 PLOTS = ("accuracy_vs_batch", "training_curves", "lr_schedule")
+# Headline candidates and their rank, lowest first across the sections (see `headline`): the
+# suite's first question, how far the batch grows, leads.
+HEADLINE = {"batch_limits": 10, "warmup_extension": 20}
 
 
 def section(context: studies.Context) -> Section:

@@ -16,6 +16,7 @@ from dpsuite.analysis.report.section import Section
 
 TOPIC = "Scaling model"
 PLOTS = ("scaling_model",)
+HEADLINE: dict[str, int] = {}  # no headline candidate
 
 
 def section(context: studies.Context) -> Section:

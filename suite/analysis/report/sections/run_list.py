@@ -7,8 +7,9 @@ import pandas as pd
 from dpsuite.analysis.report import render, studies
 from dpsuite.analysis.report.section import Section
 
-TOPIC = "Runs"
+TOPIC = "All runs"  # the table of every run; it has no findings of its own
 PLOTS: tuple[str, ...] = ()
+HEADLINE: dict[str, int] = {}  # no headline candidate
 
 
 def section(context: studies.Context) -> Section:

@@ -10,6 +10,7 @@ from dpsuite.analysis.report.section import Section
 
 TOPIC = "Runs"
 PLOTS: tuple[str, ...] = ()
+HEADLINE: dict[str, int] = {}  # no headline candidate
 
 
 def section(context: studies.Context) -> Section:

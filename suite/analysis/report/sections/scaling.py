@@ -29,6 +29,9 @@ from dpsuite.analysis.report.text import ms, pct
 
 TOPIC = "Scaling"
 PLOTS = ("throughput", "efficiency", "step_time_breakdown")
+# Headline candidate and its rank (see `headline`): the suite's second question, how far it
+# scales and what limits it, after convergence's.
+HEADLINE = {"scaling_limit": 30}
 
 
 def section(context: studies.Context) -> Section:

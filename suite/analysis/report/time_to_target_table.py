@@ -146,18 +146,3 @@ def fastest(times: pd.DataFrame, curve: str) -> Fastest:
     if slower and best_model["time_s"] >= best_known["time_s"]:
         best_model = None
     return Fastest(best_known, best_model)
-
-
-def seconds(value: float) -> str:
-    """Readable seconds: 0.42 s, 3.1 s, 45 s, 12 min."""
-    if value >= 600:
-        return f"{value / 60:.0f} min"
-    if value >= 10:
-        return f"{value:.0f} s"
-    return f"{value:.2g} s"
-
-
-def point(row: pd.Series) -> str:
-    """N workers × b, as a sentence names a configuration."""
-    n = int(row["workers"])
-    return f"{n} worker{'s' if n > 1 else ''} × {int(row['per_worker_batch'])}"

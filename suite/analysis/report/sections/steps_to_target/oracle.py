@@ -1,6 +1,5 @@
-"""Steps to target: per LR rule and for the LR oracle, each rule's efficiency against the
-oracle, the oracle's table, findings and headline candidates; per study also its critical batch
-(`critical_batch`) and time to target (`time_to_target`)."""
+"""Steps to target of one study, per LR rule and for the LR oracle: their plot, each rule's
+efficiency against the oracle, the oracle's table, its findings and headline candidate."""
 
 from __future__ import annotations
 
@@ -11,9 +10,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from dpsuite.analysis.report import critical_batch as cb
-from dpsuite.analysis.report import data, render, studies
-from dpsuite.analysis.report import target_study as ts
+from dpsuite.analysis.report import critical_batch_fit, data, render, studies, target_study
 from dpsuite.analysis.report.plots import (
     FIT_COLOR,
     NEVER_MARKER,
@@ -29,37 +26,14 @@ from dpsuite.analysis.report.plots import (
     target_label,
 )
 from dpsuite.analysis.report.section import Section
-from dpsuite.analysis.report.sections import critical_batch, time_to_target
-from dpsuite.analysis.report.text import approx, pct, plural, rules_text, slug, steps_text
+from dpsuite.analysis.report.target_study import MIN_LRS
+from dpsuite.analysis.report.text import approx, pct, plural, rules_text, steps_text
 
-TOPIC = "Steps to target"
 PLOTS = ("steps_to_target", "rule_efficiency")
 
 
-def section(context: studies.Context) -> Section:
-    """Each steps-to-target study (see `studies`); the largest gives the headline candidates."""
-    targets = context.targets
-    part = Section()
-    largest = max(targets, key=lambda s: len(s.group), default=None)
-    if largest is not None:
-        part.candidate("knee_and_prediction", critical_batch.knee_and_prediction(largest))
-        part.candidate("time_to_target", time_to_target.fastest_headline(largest))
-        part.candidate("oracle_efficiency", oracle_efficiency(largest))
-    if not context.has_runs:
-        return part
-    for study in targets:
-        named = (f"-{slug(study.label)}", f" ({study.label})") if len(targets) > 1 else ("", "")
-        one = study_section(study, context.tree, *named)
-        one.findings = [f"{study.label}: {s}" if len(targets) > 1 else s for s in one.findings]
-        part.extend(one)
-    return part
-
-
-def study_section(
-    study: studies.TargetStudy, tree: data.ResultsTree, suffix: str, about: str
-) -> Section:
-    """Steps to target per rule and for the LR oracle, efficiency, knee and critical batch,
-    time to target."""
+def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Section:
+    """Steps to target per rule and for the LR oracle, each rule's efficiency; their findings."""
     part = Section()
     target = f"{100 * study.target:g} %"
     split = study.split
@@ -90,14 +64,15 @@ def study_section(
         "the target.",
     )
     part.findings += target_findings(study)
-    part.extend(critical_batch.study_section(study, tree, suffix, about))
-    part.extend(time_to_target.study_section(study, suffix, about))
-    part.tables.append(
-        render.Table(
-            f"LR oracle: fewest steps to {target} per global batch{about}", oracle_table(study)
-        )
-    )
     return part
+
+
+def table(study: studies.TargetStudy, about: str) -> render.Table:
+    """The LR oracle per global batch: its steps, LR and seeds (`oracle_table`)."""
+    target = f"{100 * study.target:g} %"
+    return render.Table(
+        f"LR oracle: fewest steps to {target} per global batch{about}", oracle_table(study)
+    )
 
 
 def steps_caption(study: studies.TargetStudy) -> str:
@@ -179,10 +154,10 @@ def oracle_table(study: studies.TargetStudy) -> pd.DataFrame:
 def steps_to_target(
     rules: pd.DataFrame,
     best: pd.DataFrame,
-    knee: cb.Knee | None,
+    knee: critical_batch_fit.Knee | None,
     target: float,
     title: str,
-    fit: cb.CriticalFit | None = None,
+    fit: critical_batch_fit.CriticalFit | None = None,
     split: str = "test",
 ) -> Figure | None:
     """Seed-median steps to target against global batch (log-log) per rule and for the LR
@@ -285,7 +260,7 @@ def split_findings(study: studies.TargetStudy) -> list[str]:
         "Steps to target are counted on the validation split, which also chooses the oracle's "
         "LR; the test split is evaluated once, at the end"
     )
-    runs = ts.oracle_runs(study.group, study.best)
+    runs = target_study.oracle_runs(study.group, study.best)
     acc = pd.to_numeric(runs.get("final_test_acc", pd.Series(dtype=float)), errors="coerce")
     if acc.notna().any():
         sentence += (
@@ -339,13 +314,15 @@ def untuned_findings(study: studies.TargetStudy) -> list[str]:
     out = []
     for _, row in study.untuned.iterrows():
         batch = int(row["global_batch"])
-        tried = ts.distinct_lrs(study.settings[study.settings["global_batch"] == batch]["peak_lr"])
+        tried = target_study.distinct_lrs(
+            study.settings[study.settings["global_batch"] == batch]["peak_lr"]
+        )
         listed = ", ".join(f"{lr:.3g}" for lr in tried)
         if row["too_few_lrs"]:
             out.append(
                 f"At global batch {batch} only {plural(len(tried), 'peak LR')} ({listed}) "
                 f"{'was' if len(tried) == 1 else 'were'} tried, fewer than "
-                f"{ts.MIN_LRS}: the oracle there is not tuned, and every ratio to it is suspect."
+                f"{MIN_LRS}: the oracle there is not tuned, and every ratio to it is suspect."
             )
             continue
         side = "largest" if row["peak_lr"] >= tried[-1] else "smallest"
@@ -360,7 +337,7 @@ def untuned_findings(study: studies.TargetStudy) -> list[str]:
 
 def censoring_findings(study: studies.TargetStudy) -> list[str]:
     """How many runs missed the target, and which seed medians that makes infinite."""
-    runs = ts.finished_runs(study.group)
+    runs = target_study.finished_runs(study.group)
     missed = int((~np.isfinite(runs["steps"])).sum())
     if not missed:
         return []
@@ -371,13 +348,13 @@ def censoring_findings(study: studies.TargetStudy) -> list[str]:
         "where half the seeds or more missed"
     )
     rules = study.rules[
-        ~np.isfinite(study.rules["steps"]) & (study.rules["setting"] != ts.BASE_SETTING)
+        ~np.isfinite(study.rules["steps"]) & (study.rules["setting"] != target_study.BASE_SETTING)
     ]
     parts = [
         f"{rules_text(data.rule_order(grp['lr_rule']))} at {int(batch)}"
         for batch, grp in rules.groupby("global_batch", sort=True)
     ]
-    grid = study.settings[study.settings["lr_rule"] == ts.GRID_RULE]
+    grid = study.settings[study.settings["lr_rule"] == target_study.GRID_RULE]
     grid_never = int((~np.isfinite(grid["steps"])).sum())
     if grid_never:
         parts.append(f"{grid_never} of the {len(grid)} (LR, batch) points of the `power` grid")
@@ -387,7 +364,7 @@ def censoring_findings(study: studies.TargetStudy) -> list[str]:
 def efficiency_findings(study: studies.TargetStudy) -> list[str]:
     """Per rule, its efficiency against the oracle at every batch above the base batch."""
     eff = study.efficiency
-    base = ts.base_batch(study.group)
+    base = target_study.base_batch(study.group)
     eff = eff[eff["global_batch"] != base] if base is not None else eff
     out = []
     for rule in data.rule_order(eff["lr_rule"]):

@@ -1,6 +1,5 @@
 """Time to target of a steps-to-target study: against worker count, measured and predicted by
-the scaling model; its table, findings and headline candidate. `steps_to_target` shows it per
-study."""
+the scaling model; its table, findings and headline candidate."""
 
 from __future__ import annotations
 
@@ -10,8 +9,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from dpsuite.analysis.report import data, render, studies
-from dpsuite.analysis.report import time_to_target as ttt
+from dpsuite.analysis.report import data, render, studies, time_to_target_table
 from dpsuite.analysis.report.plots import (
     HOLLOW,
     ORACLE_COLOR,
@@ -24,7 +22,6 @@ from dpsuite.analysis.report.plots import (
 from dpsuite.analysis.report.section import Section
 from dpsuite.analysis.report.text import pct
 
-TOPIC = "Steps to target"
 PLOTS = ("time_to_target",)
 
 
@@ -41,7 +38,7 @@ def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Sectio
         f"time_to_target{suffix}",
         functools.partial(
             time_to_target,
-            ttt.fastest_per_workers(study.times),
+            time_to_target_table.fastest_per_workers(study.times),
             study.target,
             f"Time to {target}{about}",
             study.split,
@@ -57,41 +54,49 @@ def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Sectio
         "runs measured) that reaches the target soonest; black: at the LR oracle's best LR "
         "per batch, colours: each rule.",
     )
-    order = {ttt.MEASURED: 0, ttt.OVERSUBSCRIBED: 1, ttt.MODEL: 2}
+    part.tables.append(times_table(study, about))
+    part.findings += time_findings(study)
+    return part
+
+
+def times_table(study: studies.TargetStudy, about: str) -> render.Table:
+    """Every time to target, sorted by where its step time comes from."""
+    target = f"{100 * study.target:g} %"
+    order = {
+        time_to_target_table.MEASURED: 0,
+        time_to_target_table.OVERSUBSCRIBED: 1,
+        time_to_target_table.MODEL: 2,
+    }
     times = study.times.sort_values(
         ["source", "curve", "workers", "per_worker_batch"],
         key=lambda col: col.map(order) if col.name == "source" else col,
         kind="stable",
     )
-    part.tables.append(
-        render.Table(
-            f"Time to {target}{about}",
-            pd.DataFrame(
-                {
-                    "curve": times["curve"],
-                    "workers": times["workers"],
-                    "per_worker_batch": times["per_worker_batch"],
-                    "global_batch": times["global_batch"],
-                    "steps": times["steps"],
-                    "step_time_ms": 1e3 * times["step_time_s"],
-                    "step_time": [step_time_source(row) for _, row in times.iterrows()],
-                    "time_s": times["time_s"],
-                }
-            ),
-            "Training steps only, sorted by where the step time comes from. measured: median "
-            "step time of this machine's scaling runs; oversubscribed: measured with more "
-            "worker threads than cores, the time of contention, kept apart from the measured "
-            "points; model: the scaling model fitted to them (extrapolated: beyond the worker "
-            "counts it was validated at).",
-        )
+    return render.Table(
+        f"Time to {target}{about}",
+        pd.DataFrame(
+            {
+                "curve": times["curve"],
+                "workers": times["workers"],
+                "per_worker_batch": times["per_worker_batch"],
+                "global_batch": times["global_batch"],
+                "steps": times["steps"],
+                "step_time_ms": 1e3 * times["step_time_s"],
+                "step_time": [step_time_source(row) for _, row in times.iterrows()],
+                "time_s": times["time_s"],
+            }
+        ),
+        "Training steps only, sorted by where the step time comes from. measured: median "
+        "step time of this machine's scaling runs; oversubscribed: measured with more "
+        "worker threads than cores, the time of contention, kept apart from the measured "
+        "points; model: the scaling model fitted to them (extrapolated: beyond the worker "
+        "counts it was validated at).",
     )
-    part.findings += time_findings(study)
-    return part
 
 
 def step_time_source(row: pd.Series) -> str:
     """Where a time-to-target row's step time comes from, in the table's words."""
-    if row["source"] == ttt.MODEL and row["extrapolated"]:
+    if row["source"] == time_to_target_table.MODEL and row["extrapolated"]:
         return "model, extrapolated"
     return str(row["source"])
 
@@ -162,23 +167,21 @@ def time_findings(study: studies.TargetStudy) -> list[str]:
         return []
     target = pct(study.target, 0)
     out = []
-    best = ttt.fastest(times, ttt.ORACLE)
+    best = time_to_target_table.fastest(times, time_to_target_table.ORACLE)
     if best.measured is not None:
         row = best.measured
         out.append(
             f"Time to {target} (training steps only) at the best LR per batch: fastest measured "
-            f"on this machine with {ttt.point(row)} ({ttt.seconds(row['time_s'])}: "
+            f"on this machine with {point(row)} ({seconds(row['time_s'])}: "
             f"{row['steps']:,.0f} steps of {1e3 * row['step_time_s']:.2g} ms)"
             + predicted_clause(best.predicted, study.model)
             + "."
         )
     parts = []
-    for rule in data.rule_order(times[times["curve"] != ttt.ORACLE]["curve"]):
-        found = ttt.fastest(times, rule)
+    for rule in data.rule_order(times[times["curve"] != time_to_target_table.ORACLE]["curve"]):
+        found = time_to_target_table.fastest(times, rule)
         if found.measured is not None:
-            parts.append(
-                f"`{rule}` {ttt.point(found.measured)} ({ttt.seconds(found.measured['time_s'])})"
-            )
+            parts.append(f"`{rule}` {point(found.measured)} ({seconds(found.measured['time_s'])})")
     if parts:
         out.append(f"Fastest measured time to {target} per rule: {', '.join(parts)}.")
     return out
@@ -193,22 +196,35 @@ def predicted_clause(row: pd.Series | None, model) -> str:
         if row["extrapolated"] and model is not None
         else ""
     )
-    return (
-        f"; the scaling model predicts {ttt.seconds(row['time_s'])} with {ttt.point(row)}{beyond}"
-    )
+    return f"; the scaling model predicts {seconds(row['time_s'])} with {point(row)}{beyond}"
 
 
 def fastest_headline(study: studies.TargetStudy) -> str | None:
     """The fastest measured way to the target on this machine, and the model's, if faster."""
     if study.times.empty:
         return None
-    best = ttt.fastest(study.times, ttt.ORACLE)
+    best = time_to_target_table.fastest(study.times, time_to_target_table.ORACLE)
     if best.measured is None:
         return None
     row = best.measured
     return (
-        f"On this machine {pct(study.target, 0)} is reached fastest with {ttt.point(row)} "
-        f"({ttt.seconds(row['time_s'])} of training steps at the best LR)"
+        f"On this machine {pct(study.target, 0)} is reached fastest with {point(row)} "
+        f"({seconds(row['time_s'])} of training steps at the best LR)"
         + predicted_clause(best.predicted, study.model)
         + "."
     )
+
+
+def seconds(value: float) -> str:
+    """Readable seconds: 0.42 s, 3.1 s, 45 s, 12 min."""
+    if value >= 600:
+        return f"{value / 60:.0f} min"
+    if value >= 10:
+        return f"{value:.0f} s"
+    return f"{value:.2g} s"
+
+
+def point(row: pd.Series) -> str:
+    """N workers × b, as a sentence names a configuration."""
+    n = int(row["workers"])
+    return f"{n} worker{'s' if n > 1 else ''} × {int(row['per_worker_batch'])}"

@@ -1,6 +1,6 @@
-"""The critical batch of a steps-to-target study: the gradient noise scale over training, the
-critical batch fitted to steps to target beside the one the noise scale predicts, the knee,
-their findings and headline candidate. `steps_to_target` shows it per study."""
+"""The critical batch of a steps-to-target study: fitted to steps to target beside the one the
+gradient noise scale predicts near the target, and the knee of the oracle's curve; their plot
+(after the noise scale over training, `noise_scale`), findings and headline candidate."""
 
 from __future__ import annotations
 
@@ -12,24 +12,22 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from dpsuite.analysis.report import critical_batch as cb
-from dpsuite.analysis.report import data, studies
+from dpsuite.analysis.report import critical_batch_fit, data, studies
+from dpsuite.analysis.report.critical_batch_fit import KNEE_FACTOR, NEAR_TARGET
 from dpsuite.analysis.report.plots import (
     FIT_COLOR,
     NEVER_MARKER,
     ORACLE_COLOR,
     perfect_line,
-    plain_log_axis,
-    series_color,
     steps_axes,
     styled,
     target_label,
 )
 from dpsuite.analysis.report.section import Section
+from dpsuite.analysis.report.sections.steps_to_target import noise_scale
 from dpsuite.analysis.report.text import approx, capital, pct, plural
 
-TOPIC = "Steps to target"
-PLOTS = ("gradient_noise_scale", "critical_batch")
+PLOTS = ("critical_batch",)
 # What the critical-batch plot draws.
 CRITICAL_BATCH_CAPTION = (
     "Black: the LR oracle's steps to target per global batch; dotted purple: S(B) = "
@@ -37,13 +35,13 @@ CRITICAL_BATCH_CAPTION = (
     "untuned batches left out), and its B_crit = E_min / S_min (purple line; band: 95 % "
     "bootstrap interval over seeds). Green: B_simple near the target, the median over "
     f"the LR oracle's runs of each run's B_simple pooled over the windows in the last "
-    f"{100 * cb.NEAR_TARGET:g} % of its steps before the target (band: 95 % bootstrap "
+    f"{100 * NEAR_TARGET:g} % of its steps before the target (band: 95 % bootstrap "
     "interval of the median). Dashed: perfect scaling from the oracle's smallest batch "
-    f"B0; grey dotted: {cb.KNEE_FACTOR:g}× that. The knee (★) is the first batch where "
-    f"the steps leave {cb.KNEE_FACTOR:g}× perfect scaling, interpolated in log-log space "
+    f"B0; grey dotted: {KNEE_FACTOR:g}× that. The knee (★) is the first batch where "
+    f"the steps leave {KNEE_FACTOR:g}× perfect scaling, interpolated in log-log space "
     "(a shaded band where only its bracket is known); green dash-dot: where "
     "S = S_min (1 + B_noise/B) with B_noise the green value puts it, B_noise + "
-    f"{cb.KNEE_FACTOR:g}·B0."
+    f"{KNEE_FACTOR:g}·B0."
 )
 
 
@@ -52,34 +50,7 @@ def study_section(
 ) -> Section:
     """B_simple over training and the predicted vs found critical batch; their findings."""
     part = Section()
-    measured, prediction = study.trained.runs, study.prediction
-    rule = cb.reference_rule(measured)
-    left_out = study.trained.left_out
-    how = cb.methods_text(measured)
-    if rule is not None:
-        part.plot(
-            f"gradient_noise_scale{suffix}",
-            functools.partial(
-                noise_scale_over_training,
-                cb.noise_scale_curves(measured, tree.epochs, rule),
-                rule,
-                prediction.batch if prediction else None,
-                f"Gradient noise scale during training{about}",
-            ),
-            f"Gradient noise scale B_simple over training (`{rule}`){about}",
-            "B_simple = tr(Σ)/|G|² (McCandlish et al. 2018, App. A) from two batch sizes: "
-            f"{how}. Both estimates are summed over a window of training steps before their "
-            f"ratio is taken; each point is the latest window at an evaluation of the `{rule}` "
-            "runs that trained, one line per global batch, mean over seeds; windows without a "
-            "positive estimate are left out"
-            + (
-                f", and so are the {plural(left_out, 'run')} that {study.trained.reason}"
-                if left_out
-                else ""
-            )
-            + ". Dotted: the median of the runs' B_simple pooled from step 0 (secondary: the "
-            "value near the target is in the critical-batch plot).",
-        )
+    part.plots += noise_scale.plots(study, tree, suffix, about)
     fit, near = study.fit, study.near
     if study.knee is not None and (fit is not None or near is not None):
         part.plot(
@@ -102,50 +73,11 @@ def study_section(
 
 
 @styled
-def noise_scale_over_training(
-    curves: pd.DataFrame, rule: str, predicted: float | None, title: str
-) -> Figure | None:
-    """B_simple against epoch (log y), one line per global batch, seeds averaged."""
-    if curves.empty:
-        return None
-    fig = Figure(figsize=(9, 4.5))
-    ax = fig.add_subplot()
-    seeds = curves.groupby("global_batch")["seeds"].max()
-    same = seeds.nunique() == 1  # then the seed count goes in the legend title, once
-    for i, (batch, grp) in enumerate(curves.groupby("global_batch", sort=True)):
-        n = int(seeds[batch])
-        label = f"{int(batch)}" + (f" (mean of {n} seeds)" if n > 1 and not same else "")
-        ax.plot(
-            grp["epoch"], grp["grad_noise_scale"], "o-", ms=4, color=series_color(i), label=label
-        )
-    if predicted is not None:
-        # In the legend, not on the plot: a label by the line collides with the legend box.
-        ax.axhline(
-            predicted,
-            color="black",
-            ls=":",
-            lw=1.2,
-            label=f"predicted critical batch ≈ {approx(predicted)}",
-        )
-    plain_log_axis(ax, "y")
-    ax.set_xlim(left=0)
-    note = f", mean of {int(seeds.iloc[0])} seeds" if same and seeds.iloc[0] > 1 else ""
-    # Beside the axes: one line per batch would hide some of the curves.
-    ax.legend(
-        title=f"global batch ({rule}{note})", loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8
-    )
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("gradient noise scale B_simple (samples, log scale)")
-    ax.set_title(title)
-    return fig
-
-
-@styled
 def critical_batch(
     best: pd.DataFrame,
-    knee: cb.Knee | None,
-    fit: cb.CriticalFit | None,
-    near: cb.NearTarget | None,
+    knee: critical_batch_fit.Knee | None,
+    fit: critical_batch_fit.CriticalFit | None,
+    near: critical_batch_fit.NearTarget | None,
     target: float,
     title: str,
     split: str = "test",
@@ -188,11 +120,11 @@ def critical_batch(
     if near is not None:
         critical_line(ax, near.batch, (near.low, near.high), "#2ca02c", "B_simple near target")
         ax.axvline(
-            cb.predicted_knee(near.batch, knee.base_batch),
+            critical_batch_fit.predicted_knee(near.batch, knee.base_batch),
             color="#2ca02c",
             lw=1,
             ls="-.",
-            label=f"B_simple + {cb.KNEE_FACTOR:g}·B0 (the knee it predicts)",
+            label=f"B_simple + {KNEE_FACTOR:g}·B0 (the knee it predicts)",
         )
     draw_knee(ax, knee)
     ax.set_xlim(lo_x, hi_x)
@@ -212,14 +144,14 @@ def critical_line(ax: Axes, value: float, ci: tuple[float, float], color: str, l
     ax.axvline(value, color=color, lw=1.6, label=f"{label} ≈ {approx(value)} (95 % band)")
 
 
-def draw_knee(ax: Axes, knee: cb.Knee) -> None:
+def draw_knee(ax: Axes, knee: critical_batch_fit.Knee) -> None:
     """A star where the knee was interpolated; a band between the batches that bracket it; a
     note where the data do not place it."""
-    factor = f"{cb.KNEE_FACTOR:g}×"
+    factor = f"{KNEE_FACTOR:g}×"
     if knee.batch is not None:
         ax.plot(
             knee.batch,
-            cb.KNEE_FACTOR * knee.perfect(knee.batch),
+            KNEE_FACTOR * knee.perfect(knee.batch),
             "*",
             ms=15,
             color="#d62728",
@@ -249,9 +181,9 @@ def draw_knee(ax: Axes, knee: cb.Knee) -> None:
     )
 
 
-def knee_text(knee: cb.Knee) -> str:
+def knee_text(knee: critical_batch_fit.Knee) -> str:
     """Where the LR oracle's curve leaves perfect scaling, or why that is not known."""
-    factor = f"{cb.KNEE_FACTOR:g}×"
+    factor = f"{KNEE_FACTOR:g}×"
     head = f"the LR oracle's steps to target stay within {factor} perfect scaling up to batch "
     if knee.batch is not None:
         return (
@@ -284,48 +216,18 @@ def knee_text(knee: cb.Knee) -> str:
     )
 
 
-def predicted_text(prediction: cb.Prediction, trained: str) -> str:
-    estimate = (
-        "pooled over each run's measured steps" if prediction.pooled else "mean over each run"
-    )
-    spread = (
-        f", {approx(prediction.low)}–{approx(prediction.high)} over training "
-        f"({cb.BAND[0]}th–{cb.BAND[1]}th percentile)"
-        if prediction.low is not None and prediction.high is not None
-        else ""
-    )
-    runs = f"{prediction.runs} run{'s' if prediction.runs > 1 else ''}"
-    return (
-        f"the gradient noise scale of the {runs} that {trained} (B_simple {estimate}, median "
-        f"over runs) predicts a critical batch ≈ {approx(prediction.batch)}{spread}"
-    )
-
-
 def critical_batch_findings(study: studies.TargetStudy) -> list[str]:
     """B_crit fitted beside the noise scale near the target; the knee beside what the noise
     scale predicts for it; the pooled noise scale (secondary); what was left out."""
     out = [*fit_findings(study)]
-    knee, prediction = study.knee, study.prediction
-    trained = f"reached {pct(study.target, 0)}"
+    knee = study.knee
     if knee is not None:
         out.append(capital(knee_text(knee)) + knee_prediction_text(study) + ".")
-    if prediction is not None:
-        out.append(
-            capital(predicted_text(prediction, trained))
-            + "; pooled from step 0, every window weighs by its |G|², the largest early in "
-            "training, so this value leans to the start of training: it is secondary to the "
-            "value near the target."
-        )
-    if study.trained.left_out and prediction is not None:
-        n = study.trained.left_out
-        out.append(
-            f"{n} run{'s' if n > 1 else ''} that {study.trained.reason} "
-            f"{'are' if n > 1 else 'is'} left out of the noise-scale prediction."
-        )
+    out += noise_scale.findings(study)
     return out
 
 
-def fit_text(fit: cb.CriticalFit) -> str:
+def fit_text(fit: critical_batch_fit.CriticalFit) -> str:
     """S_min, E_min and B_crit with their intervals."""
     return (
         f"S_min = {fit.s_min:,.0f} steps ({interval_text(fit.s_min_ci)}), E_min = "
@@ -397,7 +299,7 @@ def fit_findings(study: studies.TargetStudy) -> list[str]:
     return out + [sentence + "."]
 
 
-NEAR_PERCENT = f"{100 * cb.NEAR_TARGET:g} %"
+NEAR_PERCENT = f"{100 * NEAR_TARGET:g} %"
 
 
 def knee_prediction_text(study: studies.TargetStudy) -> str:
@@ -405,8 +307,8 @@ def knee_prediction_text(study: studies.TargetStudy) -> str:
     knee, near = study.knee, study.near
     if knee is None or near is None:
         return ""
-    expected = cb.predicted_knee(near.batch, knee.base_batch)
-    ratio = cb.predicted_over_found(expected, knee)
+    expected = critical_batch_fit.predicted_knee(near.batch, knee.base_batch)
+    ratio = critical_batch_fit.predicted_over_found(expected, knee)
     if ratio is None:
         return ""
     low, high = ratio
@@ -419,7 +321,7 @@ def knee_prediction_text(study: studies.TargetStudy) -> str:
     )
     return (
         f"; for that definition the noise scale near the target predicts B_noise + "
-        f"{cb.KNEE_FACTOR:g}·B0 = {approx(expected)} (B0 = {knee.base_batch}): predicted / "
+        f"{KNEE_FACTOR:g}·B0 = {approx(expected)} (B0 = {knee.base_batch}): predicted / "
         f"found {found}"
         + (
             f" (B0 = {knee.base_batch} is not tuned: the knee is unreliable)"
@@ -462,7 +364,7 @@ def knee_and_prediction(study: studies.TargetStudy) -> str | None:
     knee = study.knee
     if knee is None:
         return None
-    band = f"{cb.KNEE_FACTOR:g}× perfect scaling"
+    band = f"{KNEE_FACTOR:g}× perfect scaling"
     if knee.batch is not None:
         found = f"leave {band} at global batch ≈ {approx(knee.batch)}"
     elif knee.beyond is not None:
