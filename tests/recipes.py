@@ -23,8 +23,8 @@ calls ``tree.write`` for new modules and ``tree.insert`` for a line in an existi
         tree = follow("A measurement", limit=3, steps=add_probe, name="my_probe", tmp_path=tmp_path)
         assert tree.dpsuite("run", ...).returncode == 0
 
-A file outside ``suite/`` and ``workloads/`` (a test module) can be staged by adding its folder
-to ``LAYOUT``.
+The tests are staged too, so a recipe that adds a test module counts it; a further folder is
+staged by adding it to ``LAYOUT``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DEVELOPMENT = REPO / "docs" / "development.md"
 # repository folder -> where the installed package holds it (pyproject.toml's package-dir)
-LAYOUT = {"workloads": "dpsuite/workloads", "suite": "dpsuite"}
+LAYOUT = {"workloads": "dpsuite/workloads", "suite": "dpsuite", "tests": "tests"}
 
 
 @dataclass(frozen=True)

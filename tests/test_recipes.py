@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from dpsuite import sync, workloads
+from dpsuite.analysis.report import build
 from dpsuite.optim import lr_rules
 from tests.recipes import REPO, Staged, documented, follow
 
@@ -251,6 +252,76 @@ def test_a_measurement(tmp_path):
     assert loaded.returncode == 0 and loaded.stdout.strip() == "[2]", loaded.stderr
     contract = tree.pytest("tests/test_hostile_results.py", "-k", name)
     assert passed(contract), contract.stdout[-2000:]
+
+
+# --- A report section -------------------------------------------------------------------------
+
+SECTION = '''"""The example section: how many runs a results tree holds."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from dpsuite.analysis.report import studies
+from dpsuite.analysis.report.section import Section
+
+TOPIC = "Run count"
+PLOTS = ("{name}",)
+HEADLINE = {{"{name}": {rank}}}
+
+
+def section(context: studies.Context) -> Section:
+    count = len(context.tree.runs)
+    part = Section(findings=[f"The results hold {{count}} runs."])
+    part.plot("{name}", lambda: draw(count), "Runs", "How many runs the results hold.")
+    part.candidate("{name}", f"{{count}} runs counted.")
+    return part
+
+
+def draw(count: int) -> Figure:
+    fig = Figure()
+    fig.add_subplot().bar(["runs"], [count])
+    return fig
+'''
+
+SECTION_TEST = '''"""The example section's finding."""
+
+from dpsuite.analysis.report import data, studies
+from dpsuite.analysis.report.sections import {name}
+
+
+def test_it_counts_every_run(scaling_tree):
+    tree = data.load_tree(scaling_tree)
+    part = {name}.section(studies.context(tree))
+    assert part.findings == [f"The results hold {{len(tree.runs)}} runs."]
+'''
+
+
+def add_section(tree: Staged, name: str) -> None:
+    ranks = [rank for topic in build.SECTIONS for rank in topic.HEADLINE.values()]
+    rank = max(ranks) + 1  # after every other section's candidates
+    tree.write(f"suite/analysis/report/sections/{name}.py", SECTION.format(name=name, rank=rank))
+    build_py = "suite/analysis/report/build.py"
+    tree.insert(build_py, "    sync,\n)", f"    {name},\n")
+    tree.insert(build_py, ", run_list)\n", f", {name}")
+    tree.write(f"tests/test_report_{name}.py", SECTION_TEST.format(name=name))
+
+
+def test_a_report_section(tmp_path):
+    name = "run_count"
+    tree = follow("A report section", limit=3, steps=add_section, name=name, tmp_path=tmp_path)
+    results, report = tmp_path / "results", tmp_path / "report"
+    done = tree.dpsuite("run", *QUICK_RUN, f"results_dir={results}")
+    assert done.returncode == 0, done.stderr
+    written = tree.dpsuite("report", str(results), "--out", str(report))
+    assert written.returncode == 0, written.stderr
+    assert "The results hold 1 runs." in (report / "index.md").read_text()
+    assert (report / f"{name}.png").is_file()
+    contract = tree.pytest("tests/test_report_sections.py")
+    assert passed(contract), contract.stdout[-2000:]
+    own = tree.path(f"tests/test_report_{name}.py")  # the staged tests, with their own conftest
+    its_test = tree.pytest(str(own), "--rootdir", str(tree.root))
+    assert passed(its_test), its_test.stdout[-2000:]
 
 
 # --- The harness itself, and the docs the recipes name ----------------------------------------
