@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +69,61 @@ def percentile(xs: list[float], q: float) -> float | None:
     return ordered[min(max(rank, 1), len(ordered)) - 1]
 
 
+# The interval of the median step time: distribution-free, at least this confidence.
+CONFIDENCE = 0.95
+# A timed step (window) slower than this many median steps is an outlier: a hiccup of the
+# machine (a page fault, another process), not the workload's step.
+OUTLIER_FACTOR = 3.0
+
+
+def median_interval(xs: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """A confidence interval of the median from order statistics, assuming nothing of the
+    distribution: the k-th smallest and k-th largest values, k the largest for which
+    P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2. Under 6 values no k reaches 95 %: the
+    smallest and largest value then."""
+    ordered = sorted(xs)
+    n = len(ordered)
+    tail = (1 - confidence) / 2
+    k, below = 0, 0.0  # below: P(B < k + 1), summed one term at a time
+    while k < n // 2:
+        below += math.exp(binomial_log_pmf(n, k))
+        if below > tail:
+            break
+        k += 1
+    k = max(k, 1)
+    return ordered[k - 1], ordered[n - k]
+
+
+def binomial_log_pmf(n: int, k: int) -> float:
+    """log P(B = k) for B ~ Binomial(n, 1/2), in floats (n may be tens of thousands)."""
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) - n * math.log(2)
+
+
+def outliers(xs: Sequence[float], typical: float, factor: float = OUTLIER_FACTOR) -> int:
+    """How many of ``xs`` are longer than ``factor`` x ``typical``."""
+    return sum(x > factor * typical for x in xs)
+
+
+def steady_state(step_times: Sequence[float], global_batch: int) -> dict[str, Any]:
+    """Step time and throughput of the timed steps, from one statistic: the median step.
+
+    A mean (or a sum) would let one slow step move the throughput tenfold; the median does
+    not, and ``samples_per_s`` is ``global_batch / step_time_s`` so that the two always agree.
+    """
+    if not step_times:
+        keys = ("samples_per_s", "step_time_s", "step_time_ci_low_s", "step_time_ci_high_s")
+        return {**dict.fromkeys(keys), "outlier_steps": 0}
+    step = statistics.median(step_times)
+    low, high = median_interval(step_times)
+    return {
+        "samples_per_s": global_batch / step if step > 0 else None,
+        "step_time_s": step,
+        "step_time_ci_low_s": low,
+        "step_time_ci_high_s": high,
+        "outlier_steps": outliers(step_times, step),
+    }
+
+
 def sample_indices(n: int, limit: int) -> list[int]:
     """At most ``limit`` evenly spaced indices into a sequence of length ``n``."""
     if n <= limit:
@@ -78,9 +134,9 @@ def sample_indices(n: int, limit: int) -> list[int]:
 class StepTimeProbe(Probe):
     """Times every step (warm-up excluded): step time and throughput.
 
-    Throughput is global samples over the slowest rank's summed step time, never rank 0 x N.
-    Medians are taken over windows of ``period`` steps, so that an exchange made every
-    ``period`` steps (local SGD) counts at its real weight.
+    A step's time is the slowest rank's; throughput is the global batch over the median step
+    (``steady_state``), never rank 0 x N. Medians are taken over windows of ``period`` steps,
+    so that an exchange made every ``period`` steps (local SGD) counts at its real weight.
     """
 
     def __init__(
@@ -106,14 +162,11 @@ class StepTimeProbe(Probe):
 
         durations = self.timer.durations
         self.step_max = distributed.max_across_ranks(durations, self.device)
-        slowest_total = distributed.max_across_ranks([sum(durations)], self.device)[0]
-        samples_per_s = (
-            len(durations) * self.global_batch / slowest_total if slowest_total > 0 else None
-        )
+        steady = steady_state(windowed(self.step_max, self.period), self.global_batch)
+        samples_per_s = steady["samples_per_s"]
         return {
-            "samples_per_s": samples_per_s,
+            **steady,
             "samples_per_s_per_worker": samples_per_s / self.workers if samples_per_s else None,
-            "step_time_s": self.step_time_s,
             "step_time_p90_s": percentile(self.step_max, 90),
             "step_time_min_s": min(self.step_max) if self.step_max else None,
             "timed_steps": len(durations),

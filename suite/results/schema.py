@@ -93,13 +93,28 @@ METRICS = (
         "samples_per_s",
         "samples/s",
         "float",
-        "global samples of the timed steps / the slowest rank's summed step time",
+        "global_batch / step_time_s, the median step's throughput (a run without outlier_steps: "
+        "global samples of the timed steps / the slowest rank's summed step time)",
     ),
     Field("samples_per_s_per_worker", "samples/s", "float", "samples_per_s / workers"),
     Field(
         "tokens_per_s", "tokens/s", "float", "token workloads: samples_per_s x tokens per sample"
     ),
     Field("step_time_s", "s", "float", "median step time (max across ranks per step)"),
+    Field(
+        "step_time_ci_low_s",
+        "s",
+        "float",
+        "low end of the median step time's 95 % confidence interval (distribution-free, from "
+        "order statistics of the timed steps; the fastest step under 6 steps)",
+    ),
+    Field(
+        "step_time_ci_high_s",
+        "s",
+        "float",
+        "high end of that interval (the slowest step under 6 steps)",
+    ),
+    Field("outlier_steps", "count", "int", "timed steps slower than 3 x step_time_s"),
     Field("step_time_p90_s", "s", "float", "90th percentile step time (nearest rank)"),
     Field("step_time_min_s", "s", "float", "fastest step"),
     Field("timed_steps", "count", "int", "steps timed (warm-up excluded)"),
