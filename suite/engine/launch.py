@@ -24,6 +24,7 @@ from dpsuite import progress
 from dpsuite.conf.run_spec import RunSpec
 from dpsuite.engine import data_memo
 from dpsuite.errors import ResultsWriteError
+from dpsuite.measure import caveats
 from dpsuite.measure.fingerprint import fingerprint
 from dpsuite.results import RunWriter, effective_status, read_json, read_status
 from dpsuite.results.store import ATTEMPTS_DIR, SCRATCH_DIR
@@ -155,6 +156,7 @@ def launch(spec: RunSpec) -> str:
     if blocker is None:
         print(f"{spec.run_id}: already complete in {spec.run_dir}, skipped (force=true reruns it)")
         return SKIPPED
+    caveats.announce(spec.run_id, record["hardware"])
     attempt = Attempt.beside(spec, previous)
     writer = RunWriter(attempt.dir)
     writer.start(record)
@@ -191,6 +193,7 @@ def join_existing(spec: RunSpec, ranks: Ranks) -> str:
         previous = read_record(spec.run_dir)
         skip = reuse_blocker(spec, previous, record["hardware"]["machine_id"]) is None
         if not skip:
+            caveats.announce(spec.run_id, record["hardware"])
             attempt = Attempt.beside(spec, previous)
             writer = RunWriter(attempt.dir)
             writer.start(record)
