@@ -9,6 +9,15 @@ from tests.conftest import run_subprocess
 
 CASES = [
     (["workload=resnet9000"], "unknown workload 'resnet9000'"),
+    # A model's name where a workload's goes: the workload and key that build it.
+    (
+        ["workload=resnet18"],
+        "unknown workload 'resnet18' (did you mean workload=torchvision workload.arch=resnet18?)",
+    ),
+    (
+        ["workload=gpt2-medium"],
+        "unknown workload 'gpt2-medium' (did you mean workload=gpt2 workload.size=355M?)",
+    ),
     (["lr_rule=cubic"], "unknown lr_rule 'cubic'"),
     (["workers=0"], "workers must be an integer >= 1"),
     (["workers=-2"], "workers must be an integer >= 1"),

@@ -55,13 +55,33 @@ def compose_config(overrides: list[str], with_hydra: bool = False) -> DictConfig
             chosen = _choice(overrides, group)
             choices = group_choices(group)
             if chosen is not None and chosen not in choices:
+                known = model_hint(chosen) if group == "workload" else None
                 raise UserError(
-                    f"unknown {group} '{chosen}'{did_you_mean(chosen, choices)} "
+                    f"unknown {group} '{chosen}'{did_you_mean(chosen, choices, known=known)} "
                     f"(choose from: {', '.join(choices)})"
                 ) from None
         raise UserError(_first_line(exc)) from None
     except (HydraException, OmegaConfBaseException, ValueError) as exc:
         raise UserError(_override_error(exc, overrides)) from None
+
+
+def model_hint(word: str) -> dict[str, str]:
+    """``{word: the workload and key that build it}`` when ``word`` names a model of a built-in
+    workload (resnet18: ``workload=torchvision workload.arch=resnet18``; gpt2-medium:
+    ``workload=gpt2 workload.size=355M``), else ``{}``. Case, '-', '_' and '.' aside."""
+    from dpsuite.workloads.configs import gpt2, vision
+
+    def squashed(name: str) -> str:
+        return "".join(c for c in name.lower() if c not in "-_.")
+
+    wanted = squashed(word)
+    for name, size in gpt2.SIZE_NAMES.items():
+        if squashed(name) == wanted:
+            return {word: f"workload=gpt2 workload.size={size}"}
+    for arch in vision.known_architectures():
+        if squashed(arch) == wanted:
+            return {word: f"workload=torchvision workload.arch={arch}"}
+    return {}
 
 
 def _override_error(exc: BaseException, overrides: list[str]) -> str:

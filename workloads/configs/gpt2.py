@@ -17,6 +17,15 @@ SIZES = {
     "774M": (36, 1280, 20),
     "1.5B": (48, 1600, 25),
 }
+# Other names of the sizes: Hugging Face's model ids, and the runs' workload labels.
+SIZE_NAMES = {
+    "gpt2-small": "124M",
+    "gpt2-medium": "355M",
+    "gpt2-large": "774M",
+    "gpt2-xl": "1.5B",
+    **{f"gpt2-{size}": size for size in SIZES},
+    **{size: size for size in SIZES},
+}
 
 
 @dataclass

@@ -36,6 +36,35 @@ def architectures() -> tuple[str, ...]:
     return tuple(torchvision.models.list_models(module=torchvision.models))
 
 
+# torchvision's classification models (0.20): their names where torchvision is not installed.
+KNOWN_ARCHITECTURES = (
+    *("alexnet", "googlenet", "inception_v3", "maxvit_t"),
+    *(f"convnext_{s}" for s in ("tiny", "small", "base", "large")),
+    *(f"densenet{d}" for d in (121, 161, 169, 201)),
+    *(f"efficientnet_b{i}" for i in range(8)),
+    *(f"efficientnet_v2_{s}" for s in "sml"),
+    *(f"mnasnet{w}" for w in ("0_5", "0_75", "1_0", "1_3")),
+    *("mobilenet_v2", "mobilenet_v3_large", "mobilenet_v3_small"),
+    *(f"regnet_x_{f}" for f in ("400mf", "800mf", "1_6gf", "3_2gf", "8gf", "16gf", "32gf")),
+    *(f"regnet_y_{f}" for f in ("400mf", "800mf", "1_6gf", "3_2gf", "8gf", "16gf", "32gf")),
+    "regnet_y_128gf",
+    *(f"resnet{d}" for d in (18, 34, 50, 101, 152)),
+    *("resnext50_32x4d", "resnext101_32x8d", "resnext101_64x4d"),
+    *(f"shufflenet_v2_x{w}" for w in ("0_5", "1_0", "1_5", "2_0")),
+    *("squeezenet1_0", "squeezenet1_1"),
+    *(f"swin_{s}" for s in "tsb"),
+    *(f"swin_v2_{s}" for s in "tsb"),
+    *(f"vgg{d}{bn}" for d in (11, 13, 16, 19) for bn in ("", "_bn")),
+    *("vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14"),
+    *("wide_resnet50_2", "wide_resnet101_2"),
+)
+
+
+def known_architectures() -> tuple[str, ...]:
+    """The classification models torchvision offers: the installed one's, else 0.20's."""
+    return architectures() if torchvision_problem() is None else KNOWN_ARCHITECTURES
+
+
 @dataclass
 class TorchvisionConfig(WorkloadConfig):
     """A torchvision classification model: random images, or a local ImageFolder."""
