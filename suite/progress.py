@@ -7,7 +7,8 @@ The training loop (rank 0) and the sweep report events to ``current()``, a ``Rep
   per run (the sweep reads it from the run's run.json), ``note(text)`` for news such as a run's
   SLURM job starting;
 * ``run_started(run_id, total_steps, steps_per_epoch)``, then ``run_step(step, train_loss)`` at
-  each loss check and ``run_evaluated(row)`` at each evaluation.
+  each loss check and ``run_evaluated(row)`` at each evaluation (a row without ``eval_acc``:
+  a run on random inputs, whose accuracy is not shown).
 
 Worker processes started by ``torch.multiprocessing`` do not share the parent's terminal display:
 ``relay_from_children()`` makes their events come back to the parent over a local datagram
@@ -206,11 +207,11 @@ class PlainReporter(Reporter):
     def run_evaluated(self, row: Mapping[str, Any]) -> None:
         s = self.state
         s.last_row = row
+        acc = f"  eval_acc {_fmt(100 * row['eval_acc'], '.2f')}%" if "eval_acc" in row else ""
         self._print(
             f"[{s.run_id}] epoch {row['epoch']:.2f}/{s.epochs():g}  step {row['step']}"
             f"  lr {_fmt(row['lr'], '.4g')}  train_loss {_fmt(row['train_loss'], '.4f')}"
-            f"  eval_loss {_fmt(row['eval_loss'], '.4f')}"
-            f"  eval_acc {_fmt(100 * row['eval_acc'], '.2f')}%  ({row['wall_s']:.1f}s)"
+            f"  eval_loss {_fmt(row['eval_loss'], '.4f')}{acc}  ({row['wall_s']:.1f}s)"
         )
 
     def run_finished(self, run_id: str, status: str, detail: str = "") -> None:
@@ -286,12 +287,14 @@ class RichReporter(Reporter):
             self.run_task,
             completed=step,
             info=f"epoch {step / s.steps_per_epoch:.2f}/{s.epochs():g}"
-            f"  loss {_fmt(train_loss, '.4f')}  acc {self._acc()}",
+            f"  loss {_fmt(train_loss, '.4f')}{self._acc()}",
         )
 
     def _acc(self) -> str:
-        acc = self.state.last_row.get("eval_acc", math.nan)
-        return f"{_fmt(100 * acc, '.2f')}%"
+        """The last evaluation's accuracy; nothing before one, or when a run shows none."""
+        if "eval_acc" not in self.state.last_row:
+            return ""
+        return f"  acc {_fmt(100 * self.state.last_row['eval_acc'], '.2f')}%"
 
     def run_evaluated(self, row: Mapping[str, Any]) -> None:
         self.state.last_row = row

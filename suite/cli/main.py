@@ -48,7 +48,7 @@ def _run_overrides(args: list[str]) -> int:
     from dpsuite.results import read_status
     from dpsuite.sweep import hydra_app
     from dpsuite.sweep import runner as sweep
-    from dpsuite.sweep.runner import final_detail
+    from dpsuite.sweep.measured import final_detail
 
     multirun = any(a in MULTIRUN_FLAGS for a in args)
     from dpsuite.cli import hydra_flags

@@ -10,7 +10,8 @@ and launcher run the jobs. Around that, this module
   has one, updated as the runs' own run.json files change;
 * resumes for free: run ids are stable, complete runs are skipped by ``dpsuite.engine.launch`` and
   everything else (failed, killed half-way, never started) runs again;
-* prints one summary line at the end: complete / diverged / failed / skipped;
+* prints one summary line at the end: complete / diverged / failed / skipped, then a table of
+  what the runs measured (``dpsuite.sweep.measured``);
 * holds the lock of every results directory it writes (``dpsuite.results.lock``), so that a
   second sweep on the same directory is refused instead of racing this one.
 
@@ -43,6 +44,7 @@ from dpsuite.results import lock as results_lock
 from dpsuite.runtime.ranks import ranks_from_env
 from dpsuite.sweep import hydra_app, slurm
 from dpsuite.sweep.hydra_app import SubmittedJob
+from dpsuite.sweep.measured import final_detail, sweep_table
 
 MANIFEST = "sweep.json"
 MANIFEST_SCHEMA = 1
@@ -297,6 +299,17 @@ class Sweep:
         where = ", ".join(str(d) for d in self.results_dirs)
         return f"sweep {self.label} {state}: {len(self.runs)} runs: {', '.join(parts)} ({where})"
 
+    def measured_table(self) -> str:
+        """What the sweep's runs measured (those skipped as complete included), as a table."""
+        records = []
+        for run_id, status in self.runs.items():
+            if status in ("complete", "diverged", "skipped"):
+                try:
+                    records.append(read_json(self.run_dirs[run_id] / "run.json"))
+                except (OSError, ValueError):
+                    continue  # gone or damaged since: the summary line counted it
+        return sweep_table(r for r in records if isinstance(r, dict))
+
     # ---- running --------------------------------------------------------------------------
     def run(self) -> int:
         """Run the multirun; returns the exit code (1 when a run failed or did not run)."""
@@ -322,6 +335,8 @@ class Sweep:
                     if state == "finished":
                         raise  # otherwise the error that stops the sweep is the one to report
                 print(self.summary_line(state), flush=True)
+                if table := self.measured_table():
+                    print(table, flush=True)
         bad = {"failed", "not run"} & set(self.runs.values())
         return 1 if bad else 0
 
@@ -350,18 +365,6 @@ def run_cost(spec: Any) -> progress.RunCost:
     """A run's work: workers x the steps its config asks for, of its shape."""
     shape = (spec.cfg.workload.name, spec.cfg.mode, spec.per_worker_batch, spec.workers)
     return progress.RunCost(shape, float(spec.workers * spec.expected_steps))
-
-
-def final_detail(record: dict[str, Any], job_id: str | None = None) -> str:
-    """What a finished run's line says, from its run.json (never from progress events, which a
-    stopped or busy terminal may have missed): its final accuracy, its job, why it failed."""
-    acc = (record.get("metrics") or {}).get("final_eval_acc")
-    detail = f"eval_acc {100 * acc:.2f}%" if isinstance(acc, (int, float)) else ""
-    if job_id is not None:
-        detail += f"  (job {job_id})"
-    if record.get("status") == "failed" and record.get("error"):
-        detail += f": {record['error']}"
-    return detail.strip()
 
 
 def _summary_rank(status: str) -> int:
