@@ -5,6 +5,7 @@ repeats too scattered to show one."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -142,11 +143,19 @@ def test_compare_untagged_groups_by_fingerprint(dpsuite, capsys, tmp_path):
     )
 
 
-def test_compare_one_machine_says_so(dpsuite, capsys, scaling_tree, tmp_path):
+def test_nothing_to_compare_is_one_line_and_a_non_zero_exit(
+    dpsuite, capsys, scaling_tree, tmp_path
+):
+    """The same tree twice: one machine, one directory, one set of settings."""
     out = tmp_path / "cmp"
-    assert dpsuite("compare", str(scaling_tree), str(scaling_tree), "--out", str(out)) == 0
-    assert headline_of(out)[0].startswith("All results come from one machine (`box-a`)")
-    assert not (out / "ratios.csv").exists()
+    assert dpsuite("compare", str(scaling_tree), str(scaling_tree), "--out", str(out)) == 2
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        "dpsuite: error: nothing to compare: every run is on `box-a` with the same settings; "
+        "give another machine's results (hardware.tag=NAME names a machine) or --by a setting "
+        "that differs"
+    ]
+    assert captured.out == "" and not out.exists()
 
 
 def test_compare_gates_a_regression(dpsuite, capsys, repeated_machines, tmp_path):
@@ -163,8 +172,10 @@ def test_compare_gates_a_regression(dpsuite, capsys, repeated_machines, tmp_path
     ]
     assert len(regressions) == 1, captured.err
     assert regressions[0].startswith(
-        "dpsuite: regression: mnist1d_mlp, 2 workers, 32/worker: box-b / box-a = 0.81× ("
+        "dpsuite: regression: mnist1d_mlp, 2 workers, 32/worker: candidate B `box-b` "
+        f"({b}) / baseline A `box-a` ({a}) = 0.81× ("
     )
+    assert regressions[0].endswith(") < 0.95: FAIL")
     ratios = pd.read_csv(tmp_path / "cmp" / "ratios.csv").set_index("workers")
     assert ratios.loc[2, "ratio_B_over_A"] == pytest.approx(1540.0 / 1900.0)
     assert ratios.loc[2, "ratio_high"] < 0.95  # the whole interval is below the gate
@@ -214,6 +225,99 @@ def test_fail_below_with_nothing_to_compare_is_an_error(dpsuite, capsys, scaling
     assert dpsuite("compare", str(scaling_tree), "--out", str(out), "--fail-below", "0.9") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        "dpsuite: error: --fail-below: no configuration was run with real workers on two "
-        "machines, so nothing can be compared"
+        "dpsuite: error: nothing to compare: every run is on `box-a` with the same settings; "
+        "give another machine's results (hardware.tag=NAME names a machine) or --by a setting "
+        "that differs"
     ]
+
+
+def set_hardware(root: Path, **fields) -> None:
+    """Change the recorded fingerprint of every run below ``root`` (not part of its run id)."""
+    for file in root.rglob("run.json"):
+        record = json.loads(file.read_text())
+        record["hardware"].update(fields)
+        file.write_text(json.dumps(record))
+
+
+def test_the_gate_line_names_the_baseline_and_the_candidate(
+    dpsuite, capsys, repeated_machines, tmp_path
+):
+    """Given the other way round, the gate judges box-a against box-b, and every line says so."""
+    a, b = repeated_machines
+    out = tmp_path / "rev"
+    assert dpsuite("compare", str(b), str(a), "--out", str(out), "--fail-below", "0.95") == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"dpsuite: gate: candidate B `box-a` ({a}) / baseline A `box-b` ({b}): 0 of 2 "
+        "configurations below 0.95: PASS"
+    ]
+    assert dpsuite("compare", str(a), str(b), "--out", str(out), "--fail-below", "0.95") == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == (
+        f"dpsuite: gate: candidate B `box-b` ({b}) / baseline A `box-a` ({a}): 1 of 2 "
+        "configurations below 0.95: FAIL"
+    )
+
+
+def test_a_tree_of_several_machines_is_paired_machine_by_machine(dpsuite, capsys, tmp_path):
+    """Mine (one CPU machine) against a reference of a CPU twin and a GPU node: only the twin is
+    compared, and the pairing is printed; the GPU node is named as not compared."""
+    mine, reference = tmp_path / "mine", tmp_path / "reference"
+    trees.write_repeated(mine, "mine", trees.REPEATED_B)
+    set_hardware(mine, cpu="Xeon", tag=None, machine_id="id-mine")
+    trees.write_repeated(reference / "cpu", "xeon-cpu", trees.REPEATED_A)
+    set_hardware(reference / "cpu", cpu="Xeon")
+    trees.write_repeated(reference / "gpu", "h200", {1: [500.0], 2: [900.0]})
+    set_hardware(reference / "gpu", cpu="Xeon", accelerator="NVIDIA H200", accelerator_count=8)
+    out = tmp_path / "cmp"
+    assert dpsuite("compare", str(reference), str(mine), "--out", str(out)) == 0
+    printed = capsys.readouterr().out.splitlines()
+    cpu, mine_side = f"xeon-cpu in {reference}", f"mine (id-mine) in {mine}"
+    assert f"Compared (candidate B / baseline A): `{mine_side}` / `{cpu}`" in printed
+    assert f"Not compared: h200 in {reference}: no counterpart" in printed
+    ratios = pd.read_csv(out / "ratios.csv")
+    assert set(ratios["A"]) == {cpu} and set(ratios["B"]) == {mine_side}
+    assert not any("h200" in line for line in headline_of(out))
+
+
+def test_compare_by_torch_version_on_one_host(dpsuite, capsys, tmp_path):
+    """torch 2.13 and 2.14 on one untagged host, in two directories and in one."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    trees.write_repeated(old, "box", trees.REPEATED_A)
+    trees.write_repeated(new, "box", trees.REPEATED_B)
+    set_hardware(new, torch="2.14.0+cpu")
+    out = tmp_path / "cmp"
+    gate = ["--by", "hardware.torch", "--fail-below", "0.95"]
+    assert dpsuite("compare", str(new), str(old), "--out", str(out), *gate) == 0
+    captured = capsys.readouterr()
+    # the first directory's torch is the baseline
+    assert "(A: torch 2.14.0+cpu, B: torch 2.13.0+cpu)" in captured.out.splitlines()[0]
+    assert dpsuite("compare", str(old), str(new), "--out", str(out), *gate) == 1
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[0].startswith(
+        "dpsuite: regression: mnist1d_mlp, 2 workers, 32/worker: candidate B `torch 2.14.0+cpu` ("
+    )
+    ratios = pd.read_csv(out / "ratios.csv").set_index("workers")
+    assert ratios.loc[2, "ratio_B_over_A"] == pytest.approx(1540.0 / 1900.0)
+    # In one directory, without --by: torch is the one setting that differs, so it is used.
+    both = tmp_path / "both"
+    shutil.copytree(old, both)
+    for workers, measured in trees.REPEATED_B.items():
+        for repeat, tput in enumerate(measured, start=len(measured)):  # run ids of their own
+            run = trees.write_run(
+                both, workers=workers, samples_per_s=tput, tag="box", host="box", repeat=repeat
+            )
+            set_hardware(run, torch="2.14.0+cpu")
+    assert dpsuite("compare", str(both), "--out", str(tmp_path / "one")) == 0
+    printed = capsys.readouterr().out
+    assert "Grouped by torch (--by hardware.torch): every run is on one machine" in printed
+    assert "Compared (candidate B / baseline A): `torch 2.14.0+cpu` / `torch 2.13.0+cpu`" in (
+        printed
+    )
+
+
+def test_by_a_setting_that_no_run_records_is_one_line(dpsuite, capsys, repeated_machines):
+    a, b = repeated_machines
+    assert dpsuite("compare", str(a), str(b), "--by", "config.nonsense") == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("dpsuite: error: nothing to compare: no run records `config.nonsense`")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from matplotlib.figure import Figure
 
 from dpsuite import results
 from dpsuite.analysis.report import build, data
@@ -179,3 +180,144 @@ def test_columns_the_runs_lack_are_not_in_the_scaling_table(
 ):
     out, _ = report(dpsuite, capsys, scaling_tree, tmp_path / "rep")
     assert "MFU_pct" not in (out / "index.md").read_text()
+
+
+def record(run_dir: Path, threads: int | None = None, **top) -> None:
+    """Record how a run was made: its threads per worker (run and fingerprint) and any other
+    top-level key; none is part of the config its run id hashes."""
+    rec = results.read_json(run_dir / "run.json")
+    if threads is not None:
+        rec["threads_per_worker"] = threads
+        rec["hardware"]["threads_per_worker"] = threads
+    rec.update(top)
+    results.write_json_atomic(run_dir / "run.json", rec)
+
+
+def test_a_series_that_mixes_threads_per_worker_is_refused(tmp_path):
+    """1 worker at 2 threads (1,592 ms/step) against 2 workers at 1 thread (229 ms/step): no
+    efficiency between them (it would read 695 %), and a finding says why."""
+    for workers, threads, step_s in ((1, 2, 1.592), (2, 1, 0.229)):
+        for repeat in range(3):
+            tput = workers * trees.PER_WORKER / step_s * trees.REPEAT_SPREAD[repeat]
+            run = trees.write_run(
+                tmp_path / "res", workers=workers, repeat=repeat, samples_per_s=tput, epochs=1
+            )
+            record(run, threads=threads)
+    written = build.build_report(tmp_path / "res", tmp_path / "rep")
+    assert not any("scaling efficiency" in sentence for sentence in written.headline)
+    assert data.scaling_table(data.load_tree(tmp_path / "res").runs).empty
+    assert (
+        "mnist1d_mlp · 32/worker: not one scaling series: its points ran with different "
+        "resources per worker (1 worker: 2 threads/worker; 2 workers: 1 thread/worker), and "
+        "efficiency compares only points with the same resources per worker: no two of its "
+        "worker counts had the same, so no efficiency is given."
+        in " ".join(findings_of(written.out))
+    )
+
+
+def test_a_mixed_series_is_split_into_fair_series(tmp_path):
+    for threads in (1, 2):
+        for workers in (1, 2, 4):
+            run = trees.write_run(
+                tmp_path,
+                workers=workers,
+                samples_per_s=800.0 * workers * threads,
+                epochs=1,
+                seed=threads,
+            )
+            record(run, threads=threads)
+    scaling = data.scaling_table(data.load_tree(tmp_path).runs)
+    assert sorted(set(scaling["series"])) == [
+        "mnist1d_mlp · 32/worker · 1 thread/worker",
+        "mnist1d_mlp · 32/worker · 2 threads/worker",
+    ]
+    assert scaling["efficiency"].round(6).eq(1.0).all()
+    (finding,) = data.mixed_resources(data.load_tree(tmp_path).runs)
+    assert (
+        "it is split into fair series, one per resources (1 thread/worker, 2 threads/worker)"
+        in (finding)
+    )
+
+
+def test_workers_sharing_a_gpu_are_not_in_the_series_of_one_gpu_each(tmp_path):
+    for workers in (1, 2, 4):
+        run = trees.write_run(tmp_path, workers=workers, samples_per_s=900.0 * workers, epochs=1)
+        rec = results.read_json(run / "run.json")
+        rec["device"] = "cuda"
+        rec["hardware"].update(accelerator_count=2, workers_per_host=workers)
+        results.write_json_atomic(run / "run.json", rec)
+    resources = data.scaling_runs(data.load_tree(tmp_path).runs).set_index("workers")["resources"]
+    assert resources.to_dict() == {1: "1 GPU/worker", 2: "1 GPU/worker", 4: "2 workers/GPU"}
+    assert list(data.scaling_table(data.load_tree(tmp_path).runs)["workers"]) == [1, 2]
+
+
+def test_superlinear_efficiency_beyond_its_interval_is_invalid_and_never_the_headline(tmp_path):
+    """Same threads everywhere, but the 1-worker baseline was slowed: 2 workers measure 7× its
+    throughput, with repeats that agree. The series is invalid; the headline picks the valid one."""
+    root = tmp_path / "res"
+    for workers, tput in ((1, 20.0), (2, 280.0), (4, 300.0)):
+        for repeat, spread in enumerate(trees.REPEAT_SPREAD):
+            trees.write_run(
+                root,
+                workers=workers,
+                repeat=repeat,
+                samples_per_s=tput * spread,
+                workload="resnet18",
+                epochs=1,
+            )
+    trees.write_scaling(root)
+    scaling = data.scaling_table(data.load_tree(tmp_path / "res").runs)
+    bad = scaling[scaling["workload"] == "resnet18"]
+    assert (bad["efficiency_low"].dropna() > 1).all() and bad["invalid"].astype(bool).all()
+    assert not scaling[scaling["workload"] == "mnist1d_mlp"]["invalid"].astype(bool).any()
+    written = build.build_report(tmp_path / "res", tmp_path / "rep")
+    limit = next(s for s in written.headline if "scaling efficiency" in s)
+    assert "resnet18" not in limit and "mnist1d_mlp" in limit
+    found = findings_of(written.out)
+    invalid = next(f for f in found if f.startswith("resnet18 · 32/worker: invalid"))
+    assert "at 2 workers its efficiency is 700 %, 95 % interval" in invalid
+    assert "the 1-worker baseline ran slower per worker (20 samples/s per worker) than 2" in invalid
+    assert not any(f.startswith("resnet18 · 32/worker: largest worker count") for f in found)
+
+
+def test_a_run_that_counts_more_samples_than_it_had_is_invalid(tmp_path):
+    """The 4-worker run claims 30 steps × 128 samples from 1,600 training samples in one epoch."""
+    for workers in (1, 2, 4):
+        run = trees.write_run(tmp_path, workers=workers, samples_per_s=900.0 * workers, epochs=1)
+        per_epoch = 50 // workers if workers < 4 else 30
+        record(run, train_samples=1600, steps_per_epoch=per_epoch)
+        rec = results.read_json(run / "run.json")
+        rec["metrics"]["steps"] = per_epoch  # one epoch
+        results.write_json_atomic(run / "run.json", rec)
+    scaling = data.scaling_table(data.load_tree(tmp_path).runs).set_index("workers")
+    assert scaling.loc[4, "invalid"] == (
+        "at 4 workers a run counted 30 steps × global batch 128 = 3,840 samples, more than the "
+        "1,600 training samples of the 1 epoch(s) those steps cover"
+    )
+    assert scaling.loc[[1, 2], "invalid"].eq("").all()
+    written = build.build_report(tmp_path, tmp_path / "rep")
+    assert "At 2 workers" in next(s for s in written.headline if "scaling efficiency" in s)
+
+
+def test_a_narrow_log_axis_never_repeats_a_tick_label():
+    """gpt2 on a CPU: 5.6 to 6.9 samples/s, less than a decade: ticks 5.6, 5.8, ... were all
+    labelled "6"."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from dpsuite.analysis.report.plots import plain_log_axis
+
+    for low, high in ((5.6, 6.9), (40.0, 42.0), (0.0521, 0.0524), (20.0, 30000.0)):
+        fig = Figure()
+        ax = fig.subplots()
+        ax.plot([1, 2], [low, high])
+        plain_log_axis(ax, "y")
+        FigureCanvasAgg(fig).draw()
+        bottom, top = ax.get_ylim()
+        shown = [t for t in ax.get_yticklabels() if bottom <= t.get_position()[1] <= top]
+        labels = [t.get_text() for t in shown]
+        assert len(labels) >= 2 and len(set(labels)) == len(labels), labels
+        for tick in shown:  # each label reads as the value it marks
+            assert float(tick.get_text().replace(",", "")) == pytest.approx(
+                tick.get_position()[1], rel=1e-3
+            )
+    assert labels[:3] == ["20", "30", "50"]  # whole numbers stay whole

@@ -19,10 +19,21 @@ EXIT_TOO_NOISY = 3  # --fail-below: a ratio below the gate whose interval is too
 def parser() -> ArgParser:
     p = ArgParser(
         prog="dpsuite compare",
-        description="Results trees side by side, grouped by machine. The first directory's "
-        "machine is the baseline A; throughput on every other machine B is compared as B / A.",
+        description="Results trees side by side, in pairs of a baseline A and a candidate B: "
+        "machines by default (the first directory's is the baseline; a tree of several "
+        "machines is paired machine by machine), or the values of --by on each machine. "
+        "Throughput of each configuration run on both sides is compared as B / A.",
     )
     p.add_argument("dirs", nargs="+", metavar="DIR", help="results directories")
+    p.add_argument(
+        "--by",
+        metavar="SETTING",
+        help="compare the runs of each machine by this setting instead of by machine: a "
+        "hardware field (hardware.torch), a run setting (backend, threads_per_worker), any "
+        "config key (config.precision), or dir (the directory given); its value in the first "
+        "directory is the baseline (default: by machine, or the one setting that differs "
+        "when every run is on one machine)",
+    )
     p.add_argument("--out", help="output directory (default: reports/compare-A-vs-B)")
     p.add_argument(
         "--fail-below",
@@ -57,15 +68,18 @@ def run(args: list[str]) -> int:
         parsed.fail_below,
         max_spread=parsed.max_spread,
         allow_noisy=parsed.allow_noisy,
+        by=parsed.by,
     )
     if len(compared.ratios):
         print(f"throughput B / A per configuration ({compare.pair_names(compared.ratios)}):")
         print(compare.ratio_lines(compared.ratios))
         print()
+    for line in compare.pairing_lines(compared.pairing):
+        print(line)
     print_written(compared)
     if parsed.fail_below is None:
         return 0
-    return _gate(compared, parsed.max_spread)
+    return _gate(compared, parsed.fail_below, parsed.max_spread)
 
 
 def _check(parsed: argparse.Namespace) -> None:
@@ -75,20 +89,25 @@ def _check(parsed: argparse.Namespace) -> None:
         raise UserError(f"--max-spread must be a factor > 1, got {parsed.max_spread:g}")
 
 
-def _gate(compared, max_spread: float) -> int:
+def _gate(compared: compare.Compared, fail_below: float, max_spread: float) -> int:
     """--fail-below's verdict: each regression and each ratio too noisy to call, on stderr."""
     if compared.ratios.empty:
         raise UserError(
-            "--fail-below: no configuration was run with real workers on two machines, so "
-            "nothing can be compared"
+            "--fail-below: no configuration was run with real workers on both sides of a pair, "
+            "so there is no throughput to gate"
         )
-    for line in compare.regression_lines(compared.regressed, compared.ratios):
+    described = compared.described
+    for line in compare.regression_lines(
+        compared.regressed, compared.ratios, fail_below, described
+    ):
         print(f"dpsuite: regression: {line}", file=sys.stderr)
-    for line in compare.noisy_lines(compared.noisy, compared.ratios, max_spread):
+    for line in compare.noisy_lines(compared.noisy, compared.ratios, max_spread, described):
         print(
             f"dpsuite: too noisy to call: {line}: rerun, or --allow-noisy to gate on it",
             file=sys.stderr,
         )
+    for line in compare.gate_lines(compared, fail_below):
+        print(f"dpsuite: gate: {line}", file=sys.stderr)
     if len(compared.regressed):
         return EXIT_REGRESSED
     return EXIT_TOO_NOISY if len(compared.noisy) else 0

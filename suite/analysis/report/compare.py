@@ -1,9 +1,11 @@
-"""`dpsuite compare`: several results trees side by side, grouped by machine.
+"""`dpsuite compare`: several results trees side by side, in pairs of a baseline A and a
+candidate B.
 
-A machine is a run's `hardware.tag`, or its host and hardware fingerprint when untagged, so two
-directories from one machine merge and one directory holding two machines splits. The first
-directory's machine is the baseline A; every other machine B is compared with it as B ÷ A, the
-way a benchmark run is compared with a saved one, so that ``--fail-below`` can gate a regression.
+The sides are machines by default (a run's `hardware.tag`, or its host and hardware fingerprint
+when untagged), or the values of a setting (``--by``); `compare_sides` pairs them (and says which
+it left out). Every candidate B is compared with its baseline A as B ÷ A, the way a benchmark run
+is compared with a saved one, so that ``--fail-below`` can gate a regression; the gate's lines
+name both sides. A comparison with nothing to compare is an error, not an empty report.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from dpsuite import results
-from dpsuite.analysis.report import data, render, stats
+from dpsuite.analysis.report import compare_sides, data, render, stats
+from dpsuite.analysis.report.compare_sides import ENV_PREFIX, RUN_SETTINGS, Pairing
 from dpsuite.analysis.report.meta import display_path, machines_lines
 from dpsuite.analysis.report.output import FigureWriter, Written, prepare_out
 from dpsuite.analysis.report.section import Section
@@ -34,33 +37,6 @@ CONFIG_NAMES = {"per_worker_batch": "per-worker batch", "sync_label": "sync", "l
 # to call: the ratio is not known to within that factor (0.9–1.1 spans 1.22×, 0.01–0.36 spans
 # 36×). `dpsuite compare --max-spread` sets it.
 MAX_SPREAD = 2.0
-# How the runs were made, beyond the configuration compared: a machine line names each one
-# whose values differ between the machines (and every environment variable recorded).
-RUN_SETTINGS = {
-    "threads_per_worker": "threads/worker",
-    "backend": "backend",
-    "precision": "precision",
-    "bucket_cap_mb": "bucket MiB",
-    "device": "device",
-    "comm_timing": "comm timing",
-    "timed_steps": "timed steps",
-    "config.workload.num_samples": "samples",
-    "config.ddp.start_method": "start method",
-    "config.timing.warmup_steps": "warmup steps",
-    "config.timing.comm_every": "comm every",
-    "config.timing.comm_hook": "comm hook",
-    "hardware.cpus_usable": "usable cores",
-    "hardware.cpus_allocated": "allocated cores",
-    "hardware.torch": "torch",
-    "hardware.cuda": "CUDA",
-    "hardware.nccl": "NCCL",
-    "hardware.cudnn": "cuDNN",
-    "hardware.gpu_driver": "driver",
-    "hardware.torch_debug_build": "torch debug build",
-    "hardware.python": "python",
-    "hardware.os_release": "OS",
-}
-ENV_PREFIX = "hardware.env."
 
 
 @dataclass
@@ -70,6 +46,9 @@ class Compared(Written):
     ratios: pd.DataFrame = field(default_factory=pd.DataFrame)
     regressed: pd.DataFrame = field(default_factory=pd.DataFrame)
     noisy: pd.DataFrame = field(default_factory=pd.DataFrame)  # below the gate, too wide to call
+    pairing: Pairing = field(default_factory=lambda: Pairing(compare_sides.MACHINE))
+    # Per pair (A, B): each side in words: its directories and the settings it differs in.
+    described: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
 
 
 def default_out(dirs: list[str | Path]) -> Path:
@@ -77,39 +56,39 @@ def default_out(dirs: list[str | Path]) -> Path:
     return Path("reports") / ("compare-" + "-vs-".join(names))
 
 
-def machine_order(runs: pd.DataFrame, comm: pd.DataFrame) -> list[str]:
-    """Machines in the order their directories were given (the first is the baseline A)."""
-    seen: list[str] = []
-    for frame in (runs, comm):
-        if not frame.empty:
-            for m in frame.sort_values("source_index", kind="stable")["machine"]:
-                if m not in seen:
-                    seen.append(m)
-    return seen
+def config_key(by: str) -> list[str]:
+    """What makes runs of two sides the same configuration: `CONFIG_KEY`, less the setting the
+    sides are grouped by (runs at bf16 and fp32 are compared when that is the question)."""
+    named = {by, by.removeprefix("config.")}
+    if named & {"sync", "sync_label"}:
+        named.add("sync_label")
+    return [k for k in CONFIG_KEY if k not in named]
 
 
-def ratio_table(runs: pd.DataFrame, machines: list[str]) -> pd.DataFrame:
-    """One row per configuration run on the baseline machine A and on another machine B:
-    median samples/s on each, B ÷ A and the bootstrap interval of that ratio over the repeats."""
+def ratio_table(runs: pd.DataFrame, pairs: list[tuple[str, str]], key: list[str]) -> pd.DataFrame:
+    """One row per configuration run on both sides of a pair (``machine`` holds each run's
+    side): median samples/s on each, B ÷ A and the bootstrap interval of that ratio over the
+    repeats."""
     done = runs[(runs["mode"] == "ddp") & (runs["status"] == "complete")]
     done = done[done["samples_per_s"] > 0]
-    if done.empty or len(machines) < 2:
+    if done.empty or not pairs:
         return pd.DataFrame()
-    keys = ["machine", *CONFIG_KEY]
+    keys = ["machine", *key]
     measured = done.groupby(keys, dropna=False)["samples_per_s"].apply(list)
     crowded = done.groupby(keys, dropna=False)["oversubscribed"].any()
-    a = machines[0]
     rows = []
-    for b in machines[1:]:
-        for key, on_a in measured.items():
-            if key[0] != a or (b, *key[1:]) not in measured.index:
+    for a, b in pairs:
+        for at_a, on_a in measured.items():
+            at_b = (b, *at_a[1:])
+            if at_a[0] != a or at_b not in measured.index:
                 continue
-            on_b = measured[(b, *key[1:])]
+            on_b = measured[at_b]
             low, high = stats.ratio_ci(on_a, on_b)
-            over = [side for side, k in (("A", key), ("B", (b, *key[1:]))) if crowded[k]]
+            over = [side for side, k in (("A", at_a), ("B", at_b)) if crowded[k]]
             rows.append(
                 {
-                    **dict(zip(CONFIG_KEY, key[1:], strict=True)),
+                    **{k: np.nan for k in CONFIG_KEY},
+                    **dict(zip(key, at_a[1:], strict=True)),
                     "A": a,
                     "B": b,
                     "runs_A": len(on_a),
@@ -129,18 +108,8 @@ def setting_values(runs: pd.DataFrame, column: str) -> str:
     """The values a setting took in ``runs``, as text ("unset" where none was recorded)."""
     if column not in runs.columns:
         return "unset"
-    values = sorted({_text(v) for v in runs[column] if not _missing(v)})
+    values = sorted({compare_sides.text(v) for v in runs[column] if not compare_sides.missing(v)})
     return ", ".join(values) if values else "unset"
-
-
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and np.isnan(value))
-
-
-def _text(value) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return f"{value:g}"
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def setting_differences(runs: pd.DataFrame, machines: list[str]) -> dict[str, list[str]]:
@@ -176,7 +145,8 @@ def compared(runs: pd.DataFrame, ratios: pd.DataFrame) -> pd.DataFrame:
     setting differs between the sides of a comparison, not between what each side ran."""
     if ratios.empty:
         return runs
-    return runs.merge(ratios[CONFIG_KEY].drop_duplicates(), on=CONFIG_KEY, how="inner")
+    key = [k for k in CONFIG_KEY if ratios[k].notna().any()]  # less the setting compared
+    return runs.merge(ratios[key].drop_duplicates(), on=key, how="inner")
 
 
 def too_noisy(ratios: pd.DataFrame, max_spread: float) -> pd.Series:
@@ -218,11 +188,12 @@ def ratio_text(row: pd.Series) -> str:
 
 def ratio_display(ratios: pd.DataFrame) -> pd.DataFrame:
     """The ratio table as it is printed and shown first in the report: A and B are named in
-    the heading (see `pair_names`), and only get a column when several machines are B."""
+    the heading (see `pair_names`); a column names the pair when there are several."""
     varying = varying_keys(ratios)
     table = pd.DataFrame(
         {
             "configuration": [config_label(r, varying) for _, r in ratios.iterrows()],
+            "B / A": ratios["B"] + " / " + ratios["A"],
             "B": ratios["B"],
             "A samples/s": ratios["samples_per_s_A"].map(lambda v: f"{v:,.0f}"),
             "B samples/s": ratios["samples_per_s_B"].map(lambda v: f"{v:,.0f}"),
@@ -231,7 +202,9 @@ def ratio_display(ratios: pd.DataFrame) -> pd.DataFrame:
             "oversubscribed": ratios["oversubscribed"],
         }
     )
-    if ratios["B"].nunique() == 1:
+    several_a = ratios["A"].nunique() > 1
+    table = table.drop(columns="B" if several_a else "B / A")
+    if not several_a and ratios["B"].nunique() == 1:
         table = table.drop(columns="B")
     if not ratios["oversubscribed"].astype(bool).any():
         table = table.drop(columns="oversubscribed")
@@ -249,20 +222,18 @@ def ratio_lines(ratios: pd.DataFrame) -> str:
 
 
 def pair_names(ratios: pd.DataFrame) -> str:
-    return f"A: {ratios['A'].iloc[0]}, B: {', '.join(dict.fromkeys(ratios['B']))}"
+    """The sides in a heading: "A: a, B: b1, b2", or the pairs where the baselines differ."""
+    if ratios["A"].nunique() == 1:
+        return f"A: {ratios['A'].iloc[0]}, B: {', '.join(dict.fromkeys(ratios['B']))}"
+    pairs = dict.fromkeys(zip(ratios["B"], ratios["A"], strict=True))
+    return "pairs B / A: " + "; ".join(f"{b} / {a}" for b, a in pairs)
 
 
-def ratio_findings(ratios: pd.DataFrame, machines: list[str]) -> list[str]:
-    if len(machines) < 2:
-        only = machines[0] if machines else "?"
-        return [
-            f"All results come from one machine (`{only}`): nothing to compare. Set "
-            "`hardware.tag` on each machine to name them apart."
-        ]
+def ratio_findings(ratios: pd.DataFrame, pairs: list[tuple[str, str]]) -> list[str]:
+    """Per pair, the median B ÷ A over the configurations run on both, and its noise."""
     out = []
-    a = machines[0]
-    for b in machines[1:]:
-        pair = ratios[ratios["B"] == b] if len(ratios) else ratios
+    for a, b in pairs:
+        pair = ratios[(ratios["A"] == a) & (ratios["B"] == b)] if len(ratios) else ratios
         if pair.empty:
             out.append(f"No configuration was run with real workers on both `{a}` and `{b}`.")
             continue
@@ -298,42 +269,84 @@ def noise_finding(pair: pd.DataFrame, varying: list[str], max_spread: float) -> 
     )
 
 
-def regression_lines(regressed: pd.DataFrame, ratios: pd.DataFrame) -> list[str]:
-    """One line per configuration that regressed: what, on which machine, by how much."""
+def sides_text(row: pd.Series, described: dict[tuple[str, str], tuple[str, str]]) -> str:
+    """A ratio's two sides in words: "candidate B `b` (dir; settings) / baseline A `a` (...)"."""
+    a_text, b_text = described.get((row["A"], row["B"]), ("", ""))
+    a_text, b_text = (f" ({t})" if t else "" for t in (a_text, b_text))
+    return f"candidate B `{row['B']}`{b_text} / baseline A `{row['A']}`{a_text}"
+
+
+def regression_lines(
+    regressed: pd.DataFrame,
+    ratios: pd.DataFrame,
+    fail_below: float,
+    described: dict[tuple[str, str], tuple[str, str]],
+) -> list[str]:
+    """One line per configuration that regressed: what, which side against which, by how much."""
     varying = varying_keys(ratios)
     return [
-        f"{config_label(r, varying)}: {r['B']} / {r['A']} = {ratio_text(r)}"
+        f"{config_label(r, varying)}: {sides_text(r, described)} = {ratio_text(r)} < "
+        f"{fail_below:g}: FAIL"
         for _, r in regressed.iterrows()
     ]
 
 
-def noisy_lines(noisy: pd.DataFrame, ratios: pd.DataFrame, max_spread: float) -> list[str]:
+def noisy_lines(
+    noisy: pd.DataFrame,
+    ratios: pd.DataFrame,
+    max_spread: float,
+    described: dict[tuple[str, str], tuple[str, str]],
+) -> list[str]:
     """One line per configuration below the gate whose interval is too wide to call."""
     varying = varying_keys(ratios)
     return [
-        f"{config_label(r, varying)}: {r['B']} / {r['A']} = {r['ratio_B_over_A']:.2f}× "
-        f"({r['ratio_low']:.2f}–{r['ratio_high']:.2f}), its ends "
+        f"{config_label(r, varying)}: {sides_text(r, described)} = "
+        f"{r['ratio_B_over_A']:.2f}× ({r['ratio_low']:.2f}–{r['ratio_high']:.2f}), its ends "
         f"{r['ratio_high'] / r['ratio_low']:.1f}× apart (limit {max_spread:g}×)"
         for _, r in noisy.iterrows()
     ]
+
+
+def gate_lines(compared: Compared, fail_below: float) -> list[str]:
+    """The gate's verdict per pair, naming what it judged: which side is the baseline."""
+    out = []
+    for (a, b), _ in compared.described.items():
+        pair = compared.ratios[(compared.ratios["A"] == a) & (compared.ratios["B"] == b)]
+        if pair.empty:
+            continue
+        failed = _count(compared.regressed, a, b)
+        noisy = _count(compared.noisy, a, b)
+        verdict = "FAIL" if failed else "TOO NOISY" if noisy else "PASS"
+        below = f"{failed} of {len(pair)} configurations below {fail_below:g}"
+        if noisy:
+            below += f", {noisy} too noisy to call"
+        out.append(f"{sides_text(pair.iloc[0], compared.described)}: {below}: {verdict}")
+    return out
+
+
+def _count(frame: pd.DataFrame, a: str, b: str) -> int:
+    return int(((frame["A"] == a) & (frame["B"] == b)).sum()) if len(frame) else 0
 
 
 def regression_finding(
     regressed: pd.DataFrame, ratios: pd.DataFrame, fail_below: float, noisy: pd.DataFrame
 ) -> str:
     varying = varying_keys(ratios)
+    baseline = (
+        f"its throughput on `{ratios['A'].iloc[0]}`"
+        if ratios["A"].nunique() == 1
+        else "its baseline's throughput"
+    )
     if regressed.empty:
-        text = (
-            f"No configuration is below {fail_below:g}× its throughput on `{ratios['A'].iloc[0]}`."
-        )
+        text = f"No configuration is below {fail_below:g}× {baseline}."
     else:
         named = "; ".join(
             f"{config_label(r, varying)} on `{r['B']}`: {ratio_text(r)}"
             for _, r in regressed.iterrows()
         )
         text = (
-            f"{plural(len(regressed), 'configuration')} regressed below {fail_below:g}× the "
-            f"throughput on `{ratios['A'].iloc[0]}`: {named}."
+            f"{plural(len(regressed), 'configuration')} regressed below {fail_below:g}× "
+            f"{baseline.replace('its ', 'the ', 1)}: {named}."
         )
     if noisy.empty:
         return text
@@ -350,38 +363,38 @@ def build_compare(
     fail_below: float | None = None,
     max_spread: float = MAX_SPREAD,
     allow_noisy: bool = False,
+    by: str | None = None,
 ) -> Compared:
-    """Read every directory, group runs by machine, write the comparison; with ``fail_below``,
-    also name the configurations whose throughput ratio B ÷ A is below it. A configuration
-    whose interval spans more than ``max_spread`` is too noisy to call a regression on (it is
-    in ``noisy`` instead), unless ``allow_noisy``."""
+    """Read every directory, pair its sides (machines, or the values of ``by``), write the
+    comparison; with ``fail_below``, also name the configurations whose throughput ratio B ÷ A
+    is below it. A configuration whose interval spans more than ``max_spread`` is too noisy to
+    call a regression on (it is in ``noisy`` instead), unless ``allow_noisy``. Nothing to
+    compare is a `UserError`, before anything is written."""
     if not dirs:
         raise UserError("compare needs at least one results directory")
-    trees = [data.load_tree(d) for d in dirs]
+    trees = [data.load_tree(d) for d in dict.fromkeys(Path(d).resolve() for d in dirs)]
+    runs, comm, pairing, ratios = paired(trees, by)
     out = prepare_out(Path(out) if out is not None else default_out(dirs))
-    runs, comm = combined(trees)
-    machines = machine_order(runs, comm)
-    ratios = ratio_table(runs, machines) if not runs.empty else pd.DataFrame()
+    sides = pairing.sides
+    regressed, noisy = judge(ratios, fail_below, max_spread, allow_noisy)
     report = render.Report(
-        title="dpsuite comparison: " + " vs ".join(f"{m}" for m in machines),
+        title="dpsuite comparison: " + " vs ".join(sides),
         meta=[
             "Results: " + ", ".join(f"`{display_path(t.source)}`" for t in trees),
-            *with_differences(
-                machines_lines(runs, comm, machines), machines, compared(runs, ratios)
-            ),
+            *side_lines(runs, comm, pairing, ratios),
+            *pairing_lines(pairing),
         ],
+        headline=ratio_findings(ratios, pairing.pairs),
     )
-    regressed, noisy = judge(ratios, fail_below, max_spread, allow_noisy)
-    report.headline = ratio_findings(ratios, machines)
     if fail_below is not None and len(ratios):
         report.headline.append(regression_finding(regressed, ratios, fail_below, noisy))
     if len(ratios):
-        report.lead_tables.append(ratio_lead_table(ratios, machines, max_spread))
+        report.lead_tables.append(ratio_lead_table(ratios, max_spread))
         owned.write(out / "ratios.csv", ratios.to_csv(index=False))
     figs = FigureWriter(out)
     for topic, part in (
-        (scaling_section.TOPIC, scaling_part(runs, machines)),
-        (comm_section.TOPIC, comm_part(comm, machines)),
+        (scaling_section.TOPIC, scaling_part(runs, sides)),
+        (comm_section.TOPIC, comm_part(comm, sides)),
     ):
         for plot in part.plots:
             figs.add(plot)
@@ -400,7 +413,116 @@ def build_compare(
         ratios=ratios,
         regressed=regressed,
         noisy=noisy,
+        pairing=pairing,
+        described=described_pairs(runs, pairing),
     )
+
+
+# What a configuration is: never a side of a comparison.
+NOT_BY = ("workload", "workers", "per_worker_batch", "lr_rule")
+
+
+def paired(
+    trees: list[data.ResultsTree], by: str | None
+) -> tuple[pd.DataFrame, pd.DataFrame, Pairing, pd.DataFrame]:
+    """The runs and comm-bench rows with each one's side in ``machine`` (its machine in
+    ``host_machine``), only those of a side; the pairing; the ratio table. A `UserError` in
+    one line when that leaves nothing to compare."""
+    if by is not None and by.removeprefix("config.") in NOT_BY:
+        raise UserError(
+            f"--by {by}: that is part of what a configuration is (workload, workers, per-worker "
+            "batch, LR rule); compare by a setting, e.g. --by hardware.torch"
+        )
+    runs, comm = combined(trees)
+    rows = runs if not runs.empty else comm
+    pairing = compare_sides.pair(rows, by, CONFIG_KEY)
+    runs, comm = on_sides(runs, pairing), on_sides(comm, pairing)
+    key = config_key(pairing.by)
+    ratios = ratio_table(runs, pairing.pairs, key) if not runs.empty else pd.DataFrame()
+    if ratios.empty and (comm.empty or comm["machine"].nunique() < 2):
+        raise UserError(nothing_to_compare(rows, pairing, by))
+    return runs, comm, pairing, ratios
+
+
+def on_sides(rows: pd.DataFrame, pairing: Pairing) -> pd.DataFrame:
+    """The rows of a side, each with its side as ``machine``."""
+    if rows.empty:
+        return rows
+    labelled = rows.copy().assign(host_machine=rows["machine"], machine=pairing.label(rows))
+    return labelled[labelled["machine"].isin(pairing.sides)].reset_index(drop=True)
+
+
+def nothing_to_compare(rows: pd.DataFrame, pairing: Pairing, by: str | None) -> str:
+    """Why a comparison has nothing to compare, and what would give it something."""
+    if pairing.pairs:
+        pairs = "; ".join(f"`{b}` / `{a}`" for a, b in pairing.pairs)
+        return (
+            f"nothing to compare: no configuration was run with real workers on both sides of "
+            f"{pairs}"
+        )
+    column = pairing.by
+    if column not in (compare_sides.MACHINE, compare_sides.DIR) and column not in rows.columns:
+        return f"nothing to compare: no run records `{by}` (--by takes {by_examples(rows)})"
+    if pairing.unpaired:
+        return "nothing to compare: " + "; ".join(pairing.unpaired)
+    machine = rows["machine"].iloc[0]
+    if pairing.suggest:
+        named = ", ".join(f"--by {c}" for c in pairing.suggest)
+        return (
+            f"nothing to compare: every run is on `{machine}`, and several of its settings "
+            f"differ between runs of a configuration: choose one ({named})"
+        )
+    return (
+        f"nothing to compare: every run is on `{machine}` with the same settings; give another "
+        "machine's results (hardware.tag=NAME names a machine) or --by a setting that differs"
+    )
+
+
+def by_examples(rows: pd.DataFrame) -> str:
+    """A few values --by takes, for an error message."""
+    found = [c for c in ("hardware.torch", "backend", "threads_per_worker") if c in rows.columns]
+    return ", ".join([*found, "config.KEY", compare_sides.DIR, compare_sides.MACHINE])
+
+
+def side_lines(
+    runs: pd.DataFrame, comm: pd.DataFrame, pairing: Pairing, ratios: pd.DataFrame
+) -> list[str]:
+    """A line per side: its hardware, and the settings its compared runs differ in."""
+    sides = pairing.sides
+    lines = with_differences(machines_lines(runs, comm, sides), sides, compared(runs, ratios))
+    if pairing.by == compare_sides.MACHINE:
+        return lines
+    return ["Side " + line.removeprefix("Machine ") for line in lines]
+
+
+def pairing_lines(pairing: Pairing) -> list[str]:
+    """How the sides were chosen (where not given), which were paired, which left out."""
+    lines = [pairing.note] if pairing.note else []
+    pairs = "; ".join(f"`{b}` / `{a}`" for a, b in pairing.pairs)
+    lines.append(f"Compared (candidate B / baseline A): {pairs}")
+    if pairing.unpaired:
+        lines.append("Not compared: " + "; ".join(pairing.unpaired))
+    return lines
+
+
+def described_pairs(runs: pd.DataFrame, pairing: Pairing) -> dict[tuple[str, str], tuple[str, str]]:
+    """Per pair, each side in words: where its runs came from and the settings they differ in."""
+    out = {}
+    for a, b in pairing.pairs:
+        both = runs[runs["machine"].isin([a, b])] if not runs.empty else runs
+        differences = setting_differences(both, [a, b])
+        texts = []
+        for side in (a, b):
+            sources = (
+                []
+                if both.empty or pairing.by == compare_sides.DIR
+                else list(dict.fromkeys(both.loc[both["machine"] == side, "source"]))
+            )
+            texts.append(
+                "; ".join(p for p in (", ".join(sources), ", ".join(differences[side])) if p)
+            )
+        out[(a, b)] = (texts[0], texts[1])
+    return out
 
 
 def combined(trees: list[data.ResultsTree]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -436,13 +558,18 @@ def judge(
     return regressed, noisy
 
 
-def ratio_lead_table(ratios: pd.DataFrame, machines: list[str], max_spread: float) -> render.Table:
+def ratio_lead_table(ratios: pd.DataFrame, max_spread: float) -> render.Table:
     """The ratio table, first in the report."""
+    a = ratios["A"].iloc[0]
+    sides = (
+        f"A is `{a}`, the baseline (the first directory's), B each side compared with it"
+        if ratios["A"].nunique() == 1
+        else "A is the baseline of each pair (from the first directory), B its candidate"
+    )
     return render.Table(
         f"Throughput B ÷ A per configuration ({pair_names(ratios)})",
         ratio_display(ratios),
-        f"A is `{machines[0]}` (the first directory), B each other machine: B ÷ A > 1 "
-        "means B is faster. Median samples/s over the complete runs of each "
+        f"{sides}: B ÷ A > 1 means B is faster. Median samples/s over the complete runs of each "
         "configuration (seeds and repeats); in brackets the 95 % bootstrap interval of "
         "the ratio, resampling each machine's runs (none with one run on a side); "
         f"too noisy: its ends are more than {max_spread:g}× apart. "

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from dpsuite import results
-from dpsuite.analysis.report import stats
+from dpsuite.analysis.report import scaling_fairness, scaling_validity, stats
 from dpsuite.errors import UserError
 from dpsuite.optim.lr_rules import RULES
 from dpsuite.results import owned
@@ -33,8 +33,17 @@ NUMERIC_COLUMNS = [
 RULE_ORDER = tuple(RULES)  # the registry's order: legends, colours, tables
 EFFICIENCY_THRESHOLD = 0.80  # "scales well": throughput at least 80 % of ideal
 CI_COLUMNS = ["samples_per_s_low", "samples_per_s_high"]
-# Scaling series: runs that differ only in worker count.
-SCALING_KEY = ["machine", "workload", "per_worker_batch", "precision", "device", "sync_label"]
+# Scaling series: runs that differ only in worker count, every worker with the same resources
+# (threads on a CPU, a GPU of its own: see `scaling_fairness`).
+SCALING_KEY = [
+    "machine",
+    "workload",
+    "per_worker_batch",
+    "precision",
+    "device",
+    "sync_label",
+    "resources",
+]
 # Rules that bring their own base LR and schedule (the recipe keys below) to a study.
 OWN_RECIPE_RULES = tuple(name for name, rule in RULES.items() if rule.own_recipe)
 RECIPE_KEYS = ["base_lr", "schedule"]
@@ -242,19 +251,9 @@ def add_divergence_points(runs: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -
 # ---- scaling -----------------------------------------------------------------------------------
 
 
-def scaling_table(
-    runs: pd.DataFrame, always: tuple[str, ...] = ("workload", "per_worker_batch")
-) -> pd.DataFrame:
-    """Per scaling series and worker count: median throughput, step-time parts and efficiency.
-
-    A series is the complete DDP runs of one machine, workload and per-worker batch; it counts
-    when it holds at least two worker counts. Repeated runs of a point give its median and the
-    bootstrap interval of that median (``samples_per_s_low``, ``samples_per_s_high``); a point
-    is ``oversubscribed`` when any of its runs had more worker threads than cores. Efficiency
-    is tput(N) / (N/N0 · tput(N0)), with N0 the smallest worker count measured (1 in a normal
-    sweep). Legend labels name the key parts
-    that differ between series, plus ``always``.
-    """
+def scaling_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs a scaling series is made of: complete DDP runs that measured a throughput, each
+    with its ``resources`` per worker and why it counted more samples than it had, if it did."""
     if "sync_label" not in runs.columns:  # a frame not read through tidy_runs
         runs = runs.assign(sync_label="allreduce")
     if "oversubscribed" not in runs.columns:
@@ -264,7 +263,57 @@ def scaling_table(
         & (runs["status"] == "complete")
         & (runs["samples_per_s"] > 0)
         & (runs["workers"] >= 1)
+    ].copy()  # one block: results frames are wide
+    return ok.assign(
+        resources=scaling_fairness.resources_per_worker(ok),
+        samples_short=scaling_validity.sample_shortfall(ok),
+    )
+
+
+def mixed_resources(runs: pd.DataFrame) -> list[str]:
+    """A finding per would-be scaling series whose points ran with different resources per
+    worker (see `scaling_fairness`): the report never divides one by the other."""
+    ok = scaling_runs(runs)
+    key = [k for k in SCALING_KEY if k != "resources"]
+    mixed = scaling_fairness.mixed_series(ok, key)
+    if not mixed:
+        return []
+    # labelled as the series are: naming what tells them apart in these results
+    heads = ok[key].drop_duplicates()
+    labels = dict(
+        zip(
+            map(_hashable, heads.to_numpy()),
+            series_labels(heads, key, ["workload", "per_worker_batch"]),
+            strict=True,
+        )
+    )
+    return [
+        scaling_fairness.mixed_finding(labels[_hashable(values)], by_resources)
+        for values, by_resources in mixed
     ]
+
+
+def _hashable(values) -> tuple:
+    """Key values that compare equal where missing (NaN is not equal to itself)."""
+    return tuple(None if pd.isna(v) else v for v in values)
+
+
+def scaling_table(
+    runs: pd.DataFrame, always: tuple[str, ...] = ("workload", "per_worker_batch")
+) -> pd.DataFrame:
+    """Per scaling series and worker count: median throughput, step-time parts and efficiency.
+
+    A series is the complete DDP runs of one machine, workload and per-worker batch whose
+    workers all had the same resources (`scaling_fairness`); it counts when it holds at least
+    two worker counts. Repeated runs of a point give its median and the bootstrap interval of
+    that median (``samples_per_s_low``, ``samples_per_s_high``); a point is ``oversubscribed``
+    when any of its runs had more worker threads than cores. Efficiency is
+    tput(N) / (N/N0 · tput(N0)), with N0 the smallest worker count measured (1 in a normal
+    sweep), with the bootstrap interval of that ratio over the repeats (``efficiency_low``,
+    ``efficiency_high``); ``invalid`` says why a point cannot be true (`scaling_validity`).
+    Legend labels name the key parts that differ between series, plus ``always``.
+    """
+    ok = scaling_runs(runs)
     if ok.empty:
         return pd.DataFrame()
     parts = [
@@ -283,27 +332,42 @@ def scaling_table(
         .median()
         .join(points.size().rename("runs"))
         .join(points["oversubscribed"].any())
+        .join(points["samples_short"].max())
+        .join(points["samples_per_s"].apply(tuple).rename("measured"))
         .join(ci.unstack())
         .reset_index()
     )
-    series = []
-    for _, grp in table.groupby(SCALING_KEY, dropna=False, sort=True):
-        if grp["workers"].nunique() < 2:
-            continue
-        grp = grp.sort_values("workers").copy()
-        base = grp.iloc[0]
-        grp["base_workers"] = int(base["workers"])
-        ideal = base["samples_per_s"] * grp["workers"] / base["workers"]
-        grp["ideal_samples_per_s"] = ideal
-        grp["efficiency"] = grp["samples_per_s"] / ideal
-        series.append(grp)
+    series = [
+        with_efficiency(grp)
+        for _, grp in table.groupby(SCALING_KEY, dropna=False, sort=True)
+        if grp["workers"].nunique() >= 2
+    ]
     if not series:
         return pd.DataFrame()
-    out = pd.concat(series, ignore_index=True)
+    out = pd.concat(series, ignore_index=True).drop(columns="measured")
     out["series"] = series_labels(out, SCALING_KEY, list(always))
     shown = shown_parts(out, SCALING_KEY, list(always))
     out["series_title"] = " · ".join(COLUMN_NAMES[c] for c in shown)
-    return out
+    return scaling_validity.judge(out)
+
+
+def with_efficiency(grp: pd.DataFrame) -> pd.DataFrame:
+    """One series' ideal line and efficiency against its smallest worker count, with the
+    interval of each efficiency over the repeats (none at the baseline, or with one run)."""
+    grp = grp.sort_values("workers").copy()
+    base = grp.iloc[0]
+    grp["base_workers"] = int(base["workers"])
+    ideal = base["samples_per_s"] * grp["workers"] / base["workers"]
+    grp["ideal_samples_per_s"] = ideal
+    grp["efficiency"] = grp["samples_per_s"] / ideal
+    bounds = [
+        stats.ratio_ci(base["measured"], row["measured"]) if i else (math.nan, math.nan)
+        for i, (_, row) in enumerate(grp.iterrows())
+    ]
+    scale = (base["workers"] / grp["workers"]).to_numpy(float)
+    grp["efficiency_low"] = np.array([lo for lo, _ in bounds]) * scale
+    grp["efficiency_high"] = np.array([hi for _, hi in bounds]) * scale
+    return grp
 
 
 EXTRA_SCALING_COLUMNS = (
@@ -328,6 +392,7 @@ COLUMN_NAMES = {
     "schedule": "schedule",
     "sync_label": "synchronization",
     "stops_at_target": "study",
+    "resources": "resources per worker",
 }
 
 

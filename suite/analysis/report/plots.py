@@ -104,12 +104,43 @@ def log2_axis(ax: Axes, values: Iterable[float], axis: str = "x") -> None:
         (ax.set_xlim if axis == "x" else ax.set_ylim)(ticks[0] / 1.5, ticks[0] * 1.5)
 
 
+class DistinctPlainNumbers(ticker.Formatter):
+    """Plain numbers (1,000 rather than 1e+03) with as many decimals as it takes for the ticks
+    of an axis to read differently, each as the value it marks: a log axis spanning less than a
+    decade gets linear ticks (5.6, 5.8, 6.0, ...) that whole numbers would all call "6"."""
+
+    MAX_DECIMALS = 8
+
+    def __call__(self, x: float, pos=None) -> str:
+        return plain_number(x)
+
+    def format_ticks(self, values) -> list[str]:
+        values = [float(v) for v in values]
+        labels = [plain_number(v) for v in values]
+        decimals = 0
+        while not self.readable(values, labels) and decimals < self.MAX_DECIMALS:
+            decimals += 1
+            labels = [f"{v:,.{decimals}f}" for v in values]
+        return labels
+
+    @staticmethod
+    def readable(values: list[float], labels: list[str]) -> bool:
+        """Every label different, and each within 1 % of the ticks' spacing of its value."""
+        if len(set(labels)) < len(labels):
+            return False
+        gaps = np.diff(sorted(values))
+        tolerance = 0.01 * float(gaps.min()) if len(gaps) else math.inf
+        read = [float(label.replace(",", "")) for label in labels]
+        return all(abs(r - v) <= tolerance for r, v in zip(read, values, strict=True))
+
+
 def plain_log_axis(ax: Axes, axis: str = "y") -> None:
-    """A base-10 log axis labelled 1, 2, 3, 5 per decade as plain numbers (no 10^k)."""
+    """A base-10 log axis labelled 1, 2, 3, 5 per decade as plain numbers (no 10^k), each tick
+    label distinct however narrow the range."""
     target = ax.yaxis if axis == "y" else ax.xaxis
     (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
     target.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
-    target.set_major_formatter(ticker.FuncFormatter(plain_number))
+    target.set_major_formatter(DistinctPlainNumbers())
     target.set_minor_locator(ticker.NullLocator())
 
 

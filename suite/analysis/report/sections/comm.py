@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from dpsuite.analysis.report import data, studies
 from dpsuite.analysis.report.plots import HOLLOW, LINESTYLES, outside_legend, series_color, styled
+from dpsuite.analysis.report.scaling_validity import valid
 from dpsuite.analysis.report.section import Section
 from dpsuite.analysis.report.text import human_bytes
 
@@ -191,7 +192,8 @@ def gradient_bytes(scaling: pd.DataFrame, runs: pd.DataFrame) -> tuple[str, floa
     """The worst-scaling workload and the bytes its runs all-reduce per step."""
     if scaling.empty or "wire_bytes_per_step" not in runs.columns:
         return None
-    more = scaling[scaling["workers"] > scaling["base_workers"]]
+    trusted = valid(scaling)
+    more = trusted[trusted["workers"] > trusted["base_workers"]]
     if more.empty:
         return None
     workload = more.loc[more["efficiency"].idxmin(), "workload"]

@@ -24,6 +24,7 @@ from dpsuite.analysis.report.plots import (
     series_color,
     styled,
 )
+from dpsuite.analysis.report.scaling_validity import valid
 from dpsuite.analysis.report.section import Section
 from dpsuite.analysis.report.text import ms, pct
 
@@ -37,7 +38,10 @@ HEADLINE = {"scaling_limit": 30}
 def section(context: studies.Context) -> Section:
     scaling = context.scaling
     part = Section()
-    if not context.has_runs or scaling.empty:
+    if not context.has_runs:
+        return part
+    part.findings += data.mixed_resources(context.tree.runs)
+    if scaling.empty:
         return part
     part.candidate("scaling_limit", scaling_limit(scaling))
     base = int(scaling["base_workers"].min())
@@ -57,7 +61,7 @@ def section(context: studies.Context) -> Section:
         "Scaling efficiency vs workers",
         f"Throughput at N workers divided by N/{base} × the throughput at N={base}, one panel "
         "per workload. 100 % is perfect scaling; the dotted line marks 80 %; hollow: "
-        "oversubscribed.",
+        "oversubscribed." + INVALID_LEFT_OUT * bool(len(valid(scaling)) < len(scaling)),
     )
     part.plot(
         "step_time_breakdown",
@@ -81,6 +85,9 @@ def section(context: studies.Context) -> Section:
         )
     )
     return part
+
+
+INVALID_LEFT_OUT = " Points the findings call invalid are left out."
 
 
 def interval_text(low: float, high: float) -> str:
@@ -111,8 +118,11 @@ def scaling_table_for_report(scaling: pd.DataFrame) -> pd.DataFrame:
             "peak_RSS_MiB": scaling.get("peak_rss_mib"),
             "peak_CUDA_MiB": scaling.get("peak_cuda_allocated_mib"),
             "oversubscribed": scaling["oversubscribed"].map({True: "yes", False: ""}),
+            "valid": scaling["invalid"].map(lambda why: "invalid" if why else ""),
         }
     )
+    if not scaling["invalid"].astype(bool).any():
+        table = table.drop(columns="valid")
     if not scaling["samples_per_s_low"].notna().any():
         table = table.drop(columns="samples_per_s_95%_CI")
     if not scaling["oversubscribed"].any():
@@ -231,12 +241,18 @@ def throughput_vs_workers(scaling: pd.DataFrame, machines: list[str] | None = No
 
 
 @styled
-def efficiency_vs_workers(scaling: pd.DataFrame, machines: list[str] | None = None) -> Figure:
-    """Scaling efficiency tput(N) / (N/N0 · tput(N0)) in percent, one panel per workload."""
-    style = ScalingStyle(scaling, machines)
-    panels = workload_panels(scaling)
+def efficiency_vs_workers(
+    scaling: pd.DataFrame, machines: list[str] | None = None
+) -> Figure | None:
+    """Scaling efficiency tput(N) / (N/N0 · tput(N0)) in percent, one panel per workload; only
+    the points that are valid (`scaling_validity`)."""
+    style = ScalingStyle(scaling, machines)  # colours as in the throughput plot
+    trusted = valid(scaling)
+    if trusted.empty:
+        return None
+    panels = workload_panels(trusted)
     fig, axes = panel_grid(len(panels))
-    top = max(110.0, float(100 * scaling["efficiency"].max()) * 1.08)
+    top = max(110.0, float(100 * trusted["efficiency"].max()) * 1.08)
     for ax, (workload, runs) in zip(axes, panels, strict=True):
         ax.axhline(100, color="black", lw=1, ls="--")
         ax.axhline(100 * data.EFFICIENCY_THRESHOLD, color="gray", lw=1, ls=":")
@@ -327,46 +343,67 @@ def step_time_breakdown(scaling: pd.DataFrame) -> Figure | None:
     return fig
 
 
-SUPERLINEAR = 1.10  # efficiency above this points at a slow baseline, not at magic
-
-
 def scaling_findings(scaling: pd.DataFrame) -> list[str]:
+    """Per series: how far its throughput goes and where its efficiency stays above the
+    threshold, or why it is invalid; then its exposed communication."""
     out = []
     for label, grp in scaling.groupby("series", sort=False):
         grp = grp.sort_values("workers")
-        first, last = grp.iloc[0], grp.iloc[-1]
-        n0, n = int(first["workers"]), int(last["workers"])
-        speedup = last["samples_per_s"] / first["samples_per_s"]
-        out.append(
-            f"{label}: throughput goes from {first['samples_per_s']:,.0f} samples/s on "
-            f"{n0} worker{'s' if n0 > 1 else ''} to {last['samples_per_s']:,.0f} samples/s on "
-            f"{n} workers, {speedup:.2f}× the speed ({pct(last['efficiency'], 0)} scaling "
-            "efficiency)."
-        )
-        more = grp[grp["workers"] > n0]
-        good = more[more["efficiency"] >= data.EFFICIENCY_THRESHOLD]
-        if good.empty:
-            best = more.loc[more["efficiency"].idxmax()]
-            out.append(
-                f"{label}: no worker count above {n0} reaches {pct(data.EFFICIENCY_THRESHOLD, 0)} "
-                f"scaling efficiency (best: {pct(best['efficiency'], 0)} at "
-                f"{int(best['workers'])} workers)."
-            )
+        trusted = valid(grp)
+        if trusted.empty or trusted.iloc[0]["workers"] != grp.iloc[0]["workers"]:
+            out.append(invalid_series(label, grp))
         else:
-            k = good.loc[good["workers"].idxmax()]
-            out.append(
-                f"{label}: largest worker count with ≥ {pct(data.EFFICIENCY_THRESHOLD, 0)} scaling "
-                f"efficiency: {int(k['workers'])} ({pct(k['efficiency'], 0)})."
-            )
-        top = grp.loc[grp["efficiency"].idxmax()]
-        if top["efficiency"] > SUPERLINEAR:
-            out.append(
-                f"{label}: efficiency above 100 % ({pct(top['efficiency'], 0)} at "
-                f"{int(top['workers'])} workers) means the {n0}-worker run was slower per worker "
-                "than the larger ones (often thread oversubscription or a busy machine during "
-                "that run); rerun it before trusting this curve."
-            )
+            out += efficiency_findings(label, trusted)
+            out += [
+                f"{label}: invalid point, left out of the efficiency findings, plot and "
+                f"headline: {why}."
+                for why in grp["invalid"]
+                if why
+            ]
         out.extend(communication_findings(label, grp))
+    return out
+
+
+def invalid_series(label: str, grp: pd.DataFrame) -> str:
+    """A series whose baseline cannot be trusted: what it measured, and why none of its
+    efficiencies is given."""
+    first, last = grp.iloc[0], grp.iloc[-1]
+    n0, n = int(first["workers"]), int(last["workers"])
+    return (
+        f"{label}: invalid as a scaling series, so none of its efficiencies is used (nor in the "
+        f"headline): {grp['invalid'].iloc[0]}. Measured: {first['samples_per_s']:,.0f} "
+        f"samples/s on {n0} worker{'s' if n0 > 1 else ''}, {last['samples_per_s']:,.0f} on {n}."
+    )
+
+
+def efficiency_findings(label: str, grp: pd.DataFrame) -> list[str]:
+    """How far a valid series' throughput goes, and its largest worker count that scales well."""
+    first, last = grp.iloc[0], grp.iloc[-1]
+    n0, n = int(first["workers"]), int(last["workers"])
+    speedup = last["samples_per_s"] / first["samples_per_s"]
+    out = [
+        f"{label}: throughput goes from {first['samples_per_s']:,.0f} samples/s on "
+        f"{n0} worker{'s' if n0 > 1 else ''} to {last['samples_per_s']:,.0f} samples/s on "
+        f"{n} workers, {speedup:.2f}× the speed ({pct(last['efficiency'], 0)} scaling "
+        "efficiency)."
+    ]
+    more = grp[grp["workers"] > n0]
+    if more.empty:
+        return out
+    good = more[more["efficiency"] >= data.EFFICIENCY_THRESHOLD]
+    if good.empty:
+        best = more.loc[more["efficiency"].idxmax()]
+        out.append(
+            f"{label}: no worker count above {n0} reaches {pct(data.EFFICIENCY_THRESHOLD, 0)} "
+            f"scaling efficiency (best: {pct(best['efficiency'], 0)} at "
+            f"{int(best['workers'])} workers)."
+        )
+    else:
+        k = good.loc[good["workers"].idxmax()]
+        out.append(
+            f"{label}: largest worker count with ≥ {pct(data.EFFICIENCY_THRESHOLD, 0)} scaling "
+            f"efficiency: {int(k['workers'])} ({pct(k['efficiency'], 0)})."
+        )
     return out
 
 
@@ -406,9 +443,12 @@ def communication_findings(label: str, grp: pd.DataFrame) -> list[str]:
 def scaling_limit(scaling: pd.DataFrame) -> str | None:
     """Best and worst efficiency at the largest worker count that was not oversubscribed, and
     the step time each spends computing and waiting for the all-reduce."""
-    if scaling.empty:
+    trusted = valid(scaling)
+    if trusted.empty:
         return None
-    more = scaling[scaling["workers"] > scaling["base_workers"]]
+    more = trusted[trusted["workers"] > trusted["base_workers"]]
+    if more.empty:
+        return None
     fair = more[~more["oversubscribed"]]
     pick = fair if len(fair) else more
     n = int(pick["workers"].max())
