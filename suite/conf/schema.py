@@ -110,6 +110,13 @@ class DDPConfig:
 
 
 @dataclass
+class DataConfig:
+    load_timeout_s: float = field(default=600.0, metadata={"gt": 0})
+    """Seconds the workload's load_data (generating or reading its data) may take, on each rank
+    and in the launcher, before the run fails: a workload that never returns cannot hang it."""
+
+
+@dataclass
 class TimingConfig:
     warmup_steps: int = field(default=5, metadata={"ge": 0})
     """Steps excluded from timing at the start of a run (and of the calibration)."""
@@ -184,6 +191,8 @@ class RunConfig:
     threads_per_worker: int | None = field(default=None, metadata={"ge": 1})
     """Compute threads per worker; null: usable cores / local workers, at least 1."""
     ddp: DDPConfig = field(default_factory=DDPConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    """How the workload's data is loaded."""
     timing: TimingConfig = field(default_factory=TimingConfig)
     noise_scale: NoiseScaleConfig = field(default_factory=NoiseScaleConfig)
     results_dir: str = "results"
