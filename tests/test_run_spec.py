@@ -72,6 +72,7 @@ def test_what_is_measured_is_in_the_run_id_and_where_results_go_is_not(tmp_path)
     base = run_id()
     assert run_id(f"results_dir={tmp_path / 'elsewhere'}") == base
     assert run_id("ddp.timeout_s=5") == run_id("noise_scale.every=7") == base
+    assert run_id("data.load_timeout_s=5") == base  # and run ids from before it existed stand
     assert run_id("hardware.tag=box-b") != base  # another machine's result never stands in
     assert run_id("repeat=1").endswith(run_id("repeat=1")[-10:]) and "-r1-" in run_id("repeat=1")
     assert run_id("timing.comm_every=5") != base

@@ -90,7 +90,7 @@ def config_words(overrides: list[str], current: str) -> list[str]:
     from dpsuite.conf import compose, schema
     from dpsuite.conf.hydra_internals import bash_completion
 
-    schema.register()
+    schema.register(listed=True)  # every workload, installed plugins included
     with initialize_config_module(config_module=compose.CONFIG_MODULE, version_base=None):
         plugin = bash_completion(GlobalHydra.instance().config_loader())
         try:

@@ -14,6 +14,7 @@ Values that default to another key are interpolations: ``train.epochs`` is
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,6 +110,13 @@ class DDPConfig:
 
 
 @dataclass
+class DataConfig:
+    load_timeout_s: float = field(default=600.0, metadata={"gt": 0})
+    """Seconds the workload's load_data (generating or reading its data) may take, on each rank
+    and in the launcher, before the run fails: a workload that never returns cannot hang it."""
+
+
+@dataclass
 class TimingConfig:
     warmup_steps: int = field(default=5, metadata={"ge": 0})
     """Steps excluded from timing at the start of a run (and of the calibration)."""
@@ -183,6 +191,8 @@ class RunConfig:
     threads_per_worker: int | None = field(default=None, metadata={"ge": 1})
     """Compute threads per worker; null: usable cores / local workers, at least 1."""
     ddp: DDPConfig = field(default_factory=DDPConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    """How the workload's data is loaded."""
     timing: TimingConfig = field(default_factory=TimingConfig)
     noise_scale: NoiseScaleConfig = field(default_factory=NoiseScaleConfig)
     results_dir: str = "results"
@@ -201,18 +211,20 @@ SCHEMA_NAME = "dpsuite_schema"
 _stored: set[tuple[str | None, str]] = set()  # (group, name) put into Hydra's ConfigStore
 
 
-def register(workload: str | None = None) -> None:
-    """Put the schema and every config group's options into Hydra's ConfigStore (idempotent:
+def register(workload: str | None = None, listed: bool = False) -> None:
+    """Put the schema and the config groups' options into Hydra's ConfigStore (idempotent:
     each is stored once per process).
 
-    ``workload``: the chosen workload, checked first (an import path is added to the group, a
-    broken plugin is a UserError naming it).
+    ``workload``: the chosen workload (a comma list in a sweep), checked first: a plugin or an
+    import path is added to the group, a broken one is a UserError naming it. The workload
+    group holds the built-ins and the chosen ones; ``listed`` adds every installed plugin
+    (shell completion), each imported.
     """
     from dpsuite import sync
     from dpsuite.optim import lr_rules
 
     _store(None, SCHEMA_NAME, RunConfig)
-    for name, config in workload_configs(workload).items():
+    for name, config in workload_configs(workload, listed).items():
         # A plugin's config is named as it was chosen, whatever its class calls itself.
         _store("workload", name, config(name=name))
     for name, rule in lr_rules.RULES.items():
@@ -228,30 +240,34 @@ def _store(group: str | None, name: str, node: Any) -> None:
 
 
 def group_choices(group: str) -> list[str]:
-    """The options of a config group, from the registries that own them."""
+    """The options of a config group, from the registries that own them (every installed
+    workload plugin that loads is imported to be listed)."""
     from dpsuite import sync
     from dpsuite.optim import lr_rules
 
     owners: dict[str, Any] = {
-        "workload": workload_configs(),
+        "workload": workload_configs(listed=True),
         "lr_rule": lr_rules.RULES,
         "sync": sync.CONFIGS,
     }
     return sorted(owners[group])
 
 
-def workload_configs(chosen: str | None = None) -> dict[str, Any]:
-    """The config of each built-in and installed workload by name, plus ``chosen``'s when it
-    is an import path; UserError when ``chosen`` is a plugin that cannot be used. The
-    built-ins' configs import no torch (a plugin's class, loaded here, may)."""
+# A choice that is not one name (Hydra's glob(*), a choice(...) sweep) needs the whole group.
+_NOT_A_NAME = re.compile(r"[()*\[\]{}]")
+
+
+def workload_configs(chosen: str | None = None, listed: bool = False) -> dict[str, Any]:
+    """The built-in workloads' configs (no torch), plus each ``chosen`` plugin's or import
+    path's, plus with ``listed`` every installed plugin's; UserError when a chosen plugin
+    cannot be used. Only the plugins needed are imported: a built-in run imports none."""
     from dpsuite import workloads
 
-    found = workloads.configs()
-    if chosen and "," not in chosen and chosen not in found:
-        try:
-            found[chosen] = workloads.lookup(chosen).Config
-        except workloads.PluginError as exc:
-            raise UserError(str(exc)) from None
-        except KeyError:
-            pass  # composing says so, with a did-you-mean
+    names = chosen.split(",") if chosen else []
+    try:
+        found = workloads.chosen_configs(names)
+    except workloads.PluginError as exc:
+        raise UserError(str(exc)) from None
+    if listed or any(_NOT_A_NAME.search(n) for n in names):
+        found = {**workloads.configs(), **found}
     return found

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 
+from dpsuite.engine import workload_calls
 from dpsuite.workloads.base import Data, Workload
 
 KEEP = 2  # datasets kept; a sweep usually cycles through one or two
@@ -17,15 +18,16 @@ _memo: OrderedDict[tuple, Data] = OrderedDict()
 _seconds_loading = 0.0  # spent in load_data() by this process (generating or reading data)
 
 
-def load_data(workload: Workload) -> Data:
-    """``workload.load_data()``, computed once per process for equal data keys."""
+def load_data(workload: Workload, limit_s: float | None = None) -> Data:
+    """``workload.load_data()`` within ``limit_s`` seconds (None: no limit) and checked
+    (``workload_calls.load_data``), computed once per process for equal data keys."""
     key = workload.data_key()
     if key in _memo:
         _memo.move_to_end(key)
         return _memo[key]
     global _seconds_loading
     started = time.perf_counter()
-    data = workload.load_data()
+    data = workload_calls.load_data(workload, limit_s)
     _seconds_loading += time.perf_counter() - started
     _memo[key] = data
     while len(_memo) > KEEP:

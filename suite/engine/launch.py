@@ -36,7 +36,14 @@ from dpsuite.workloads.base import Workload
 SKIPPED = "skipped"
 # Config keys that say where results go and how processes start, not what a run measures: a
 # complete result stays valid whatever they are.
-VOLATILE_KEYS = ("results_dir", "force", "cache_dir", "ddp.start_method", "ddp.timeout_s")
+VOLATILE_KEYS = (
+    "results_dir",
+    "force",
+    "cache_dir",
+    "ddp.start_method",
+    "ddp.timeout_s",
+    "data.load_timeout_s",
+)
 KEPT_STATUSES = ("complete", "diverged")
 
 
@@ -168,7 +175,7 @@ def launch(spec: RunSpec) -> str:
                 status = spawn(spec, attempt.dir, writer)
     except ResultsWriteError:
         raise  # not a failure of this run: nothing more can be written (the caller stops)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # SystemExit: a workload's own sys.exit()
         # A failed run is a result of the sweep, not the end of it: record it and go on.
         status = after_failure(spec, writer, describe(exc))
     except KeyboardInterrupt:
@@ -302,7 +309,8 @@ def worker_imports(workload: Workload) -> tuple[str, ...]:
 def spawn(spec: RunSpec, run_dir: Path, writer: RunWriter) -> str:
     """Start ``spec.workers`` processes on this host and supervise them until they end."""
     workload = spec.build_workload()
-    data_memo.load_data(workload)  # generate/cache the data once, not per rank
+    # Generate/cache the data once, not per rank; a workload that cannot load fails here.
+    data_memo.load_data(workload, spec.cfg.data.load_timeout_s)
     try:
         distributed.spawn_local(
             _spawned,
@@ -315,7 +323,10 @@ def spawn(spec: RunSpec, run_dir: Path, writer: RunWriter) -> str:
         )
     except distributed.WorkerFailure as exc:
         return after_failure(spec, writer, str(exc))
-    return read_status(run_dir) or "failed"
+    status = read_status(run_dir)
+    if status in (None, "running"):  # every worker exited 0, none wrote how the run ended
+        return after_failure(spec, writer, "the workers exited before the run finished")
+    return status
 
 
 def after_failure(spec: RunSpec, writer: RunWriter, reason: str) -> str:

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from dpsuite import progress, sync
 from dpsuite.conf.run_spec import RunSpec
-from dpsuite.engine import data_memo
+from dpsuite.engine import data_memo, workload_calls
 from dpsuite.engine.replicas import RankReplicas, Replicas, SimulatedReplicas, gradients
 from dpsuite.engine.sharding import steps_per_epoch
 from dpsuite.measure.calibration import ExposedCommProbe, time_without_sync
@@ -195,7 +195,8 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     # its own shard of every step.
     workload = spec.build_workload()
     precision = Precision.create(cfg.precision, device)
-    data = on_device(data_memo.load_data(workload), device, precision.param_dtype)
+    data = data_memo.load_data(workload, cfg.data.load_timeout_s)
+    data = on_device(data, device, precision.param_dtype)
 
     def loss_of(net: nn.Module, idx: Tensor) -> Tensor:
         with precision.autocast():
@@ -203,7 +204,7 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
 
     # The model: identical on every rank (checked), wrapped by the sync strategy.
     torch.manual_seed(cfg.seed)
-    model = workload.build_model().to(device=device, dtype=precision.param_dtype)
+    model = workload_calls.build_model(workload).to(device=device, dtype=precision.param_dtype)
     digest = distributed.check_identical_replicas(model)
     flops = None
     if writer:  # counted before DDP wraps the model, and only where results are written

@@ -52,6 +52,7 @@ NON_IDENTITY_KEYS = (
     "hardware",
     "ddp.start_method",
     "ddp.timeout_s",
+    "data.load_timeout_s",
     "train.save_params",
     "noise_scale",  # measured alongside; the training is the same whether it is on or off
 )
@@ -76,6 +77,8 @@ def run_identity(config: Mapping[str, Any], workers: int, global_batch: int) -> 
     # Step options at their defaults: runs from before they existed keep their ids.
     if not any((ident.get("step") or {}).values()):
         ident.pop("step", None)
+    if not ident.get("data", True):  # no data key that changes a measurement: ids as before
+        ident.pop("data")
     if (ident.get("optimizer") or {}).get("implementation") == "auto":
         ident["optimizer"].pop("implementation")
     return ident

@@ -8,6 +8,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -97,6 +98,7 @@ class WorkerFailure(RuntimeError):
 STOP_GRACE_S = 5.0
 STOPPED_LIMIT_S = 10.0  # a worker stopped (SIGSTOP, a debugger) this long fails the run
 POLL_S = 0.2
+ECHO_GRACE_S = 2.0  # how long a collective's echo waits for the error of the rank it echoes
 
 
 def spawn_local(
@@ -183,6 +185,10 @@ def supervise(processes, tmp: Path) -> None:
             return
         failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
         if failed:  # read before any sibling is stopped by us: its exit says nothing
+            wait_for_cause(processes, tmp)
+            failed = [
+                (i, p.exitcode) for i, p in enumerate(processes) if p.exitcode not in (None, 0)
+            ]
             raise WorkerFailure(failure_reason(failed, tmp))
         now = time.monotonic()
         for i, p in enumerate(processes):
@@ -256,9 +262,29 @@ def _child(
         error = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
         if isinstance(exc, KeyboardInterrupt):
             error = "interrupted"
+        mine = {"error": error, "echo": is_peer_echo(exc)}
         with contextlib.suppress(OSError):
-            Path(tmp, f"error-{local_rank}.json").write_text(json.dumps({"error": error}))
+            Path(tmp, f"error-{local_rank}.json").write_text(json.dumps(mine))
+        if isinstance(exc, SystemExit) and not exc.code:
+            raise SystemExit(1) from None  # it did not finish: never an exit that reads as done
         raise
+
+
+# How a collective fails on a rank whose peer has gone (it raised, exited, was killed): the
+# rank's error echoes the peer's, which is the cause.
+PEER_GONE = re.compile(
+    r"closed by peer|reset by peer|broken pipe|connection refused|gloo/transport|"
+    r"NCCL communicator was aborted|timed out waiting|socket timeout|collective operation timeout",
+    re.IGNORECASE,
+)
+
+
+def is_peer_echo(exc: BaseException) -> bool:
+    """Whether ``exc`` is a collective's failure because a peer went away, not an error of
+    this rank's own."""
+    return isinstance(exc, dist.DistError) or (
+        isinstance(exc, RuntimeError) and bool(PEER_GONE.search(str(exc)))
+    )
 
 
 def die_with_parent() -> None:
@@ -275,18 +301,42 @@ def die_with_parent() -> None:
 
 def failure_reason(failed: list[tuple[int, int]], tmp: Path) -> str:
     """Name the first cause among the workers found exited: one killed by a signal (nobody in
-    this launcher has signalled any yet), else the error one of them raised."""
+    this launcher has signalled any yet), else a rank's own error (any rank that has written
+    one, exited or not) before a collective's echo of a peer that went away."""
     for i, code in failed:
         if code < 0:
             return f"worker {i} died ({signal.Signals(-code).name})"
-    for i, _ in failed:
-        try:
-            error = json.loads(Path(tmp, f"error-{i}.json").read_text())["error"]
-        except (OSError, ValueError, KeyError):
-            continue
-        return f"rank {i}: {error}"
+    errors = worker_errors(tmp)
+    if errors:
+        rank = min(errors, key=lambda r: (errors[r][1], r))  # its own error, then the lowest
+        return f"rank {rank}: {errors[rank][0]}"
     i, code = failed[0]
     return f"worker {i} exited with code {code}"
+
+
+def wait_for_cause(processes, tmp: Path) -> None:
+    """When every error written so far is an echo of a peer that went away, give the workers
+    still alive (the peer, tearing down) a moment to write their own and exit."""
+    deadline = time.monotonic() + ECHO_GRACE_S
+    while time.monotonic() < deadline:
+        errors = worker_errors(tmp)
+        alive = [p.sentinel for p in processes if p.exitcode is None]
+        if not alive or not errors or not all(echo for _, echo in errors.values()):
+            return
+        mp_connection.wait(alive, POLL_S)
+
+
+def worker_errors(tmp: Path) -> dict[int, tuple[str, bool]]:
+    """Each worker's error as it wrote it: rank -> (first line, whether a peer's echo)."""
+    errors = {}
+    for file in tmp.glob("error-*.json"):
+        try:
+            rank = int(file.stem.removeprefix("error-"))
+            written = json.loads(file.read_text())
+            errors[rank] = (str(written["error"]), bool(written.get("echo")))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return errors
 
 
 def stop_workers(processes) -> None:

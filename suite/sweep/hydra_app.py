@@ -26,7 +26,7 @@ from dpsuite.conf import schema
 from dpsuite.errors import CommandAborted, ResultsWriteError, UserError, raise_terminated
 from dpsuite.runtime.ranks import ranks_from_env
 
-schema.register()  # the config groups' options, before Hydra composes anything
+schema.register()  # the config groups' options (built-in workloads), before Hydra composes
 
 if TYPE_CHECKING:
     from dpsuite.conf.run_spec import RunSpec
