@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import signal
 import sys
 import threading
@@ -332,17 +334,22 @@ def top_parser() -> argparse.ArgumentParser:
     return parser
 
 
+STOPPING_SIGNALS = ("SIGTERM", "SIGHUP")  # a scheduler's or `timeout`'s; a closed terminal's
+EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a command that SIGPIPE ended
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, raise_terminated) if in_main_thread else None
+    signums = [getattr(signal, name) for name in STOPPING_SIGNALS if hasattr(signal, name)]
+    previous = {s: signal.signal(s, raise_terminated) for s in signums} if in_main_thread else {}
     try:
         with warnings.catch_warnings():
             warnings.formatwarning = _warning_line
             return _dispatch(args)
     finally:
-        if in_main_thread:  # leave the embedding process (e.g. a test runner) as it was
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():  # leave an embedding process as it was
+            signal.signal(signum, handler)
 
 
 def _dispatch(args: list[str]) -> int:
@@ -352,9 +359,24 @@ def _dispatch(args: list[str]) -> int:
         print(f"dpsuite: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:
-        terminated = isinstance(exc, Terminated)
-        print(f"dpsuite: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
-        return 143 if terminated else 130
+        if not isinstance(exc, Terminated):
+            print("dpsuite: interrupted", file=sys.stderr)
+            return 130
+        name = signal.Signals(exc.signum).name
+        print(f"dpsuite: terminated{'' if name == 'SIGTERM' else f' ({name})'}", file=sys.stderr)
+        return 128 + exc.signum
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (`dpsuite schema | head`): end quietly, as a shell tool
+    does, with nothing more written there (Python would complain flushing it at exit)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 def _command(args: list[str]) -> int:
