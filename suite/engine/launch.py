@@ -26,6 +26,7 @@ from dpsuite.engine import data_memo
 from dpsuite.errors import ResultsWriteError
 from dpsuite.measure.fingerprint import fingerprint
 from dpsuite.results import RunWriter, effective_status, read_json, read_status
+from dpsuite.results.liveness import keep_beating
 from dpsuite.results.store import ATTEMPTS_DIR, SCRATCH_DIR
 from dpsuite.runtime import distributed, rendezvous
 from dpsuite.runtime.host import usable_cores
@@ -258,7 +259,8 @@ def run_rank(
         writer = RunWriter(run_dir)
         writer.record = read_json(writer.run_json)
     try:
-        status = train(spec, ranks, device, writer)
+        with keep_beating(writer):  # an epoch can be longer than a heartbeat's staleness
+            status = train(spec, ranks, device, writer)
     except BaseException as exc:
         if writer is not None:
             # Mark it failed if the disk lets us; a run.json left 'running' reads as stale.
@@ -279,8 +281,8 @@ def scratch_dir(spec: RunSpec) -> Path:
 
 
 def describe(exc: BaseException) -> str:
-    if isinstance(exc, KeyboardInterrupt):
-        return "interrupted"
+    if isinstance(exc, KeyboardInterrupt):  # a worker whose launcher ended says so
+        return str(exc) or "interrupted"
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
 
 
@@ -299,7 +301,8 @@ def worker_imports(workload: Workload) -> tuple[str, ...]:
 def spawn(spec: RunSpec, run_dir: Path, writer: RunWriter) -> str:
     """Start ``spec.workers`` processes on this host and supervise them until they end."""
     workload = spec.build_workload()
-    data_memo.load_data(workload)  # generate/cache the data once, not per rank
+    with keep_beating(writer):  # a download can take long; the workers beat once started
+        data_memo.load_data(workload)  # generate/cache the data once, not per rank
     try:
         distributed.spawn_local(
             _spawned,
