@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import signal
 import sys
 import threading
@@ -12,6 +10,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from dpsuite.cli import closed_stdout
 from dpsuite.cli.args import ArgParser
 from dpsuite.errors import CommandAborted, Terminated, UserError, did_you_mean, raise_terminated
 
@@ -335,7 +334,6 @@ def top_parser() -> argparse.ArgumentParser:
 
 
 STOPPING_SIGNALS = ("SIGTERM", "SIGHUP")  # a scheduler's or `timeout`'s; a closed terminal's
-EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a command that SIGPIPE ended
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -343,13 +341,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     in_main_thread = threading.current_thread() is threading.main_thread()
     signums = [getattr(signal, name) for name in STOPPING_SIGNALS if hasattr(signal, name)]
     previous = {s: signal.signal(s, raise_terminated) for s in signums} if in_main_thread else {}
+    code = 1
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), closed_stdout.tolerated() as stdout:
             warnings.formatwarning = _warning_line
-            return _dispatch(args)
+            code = _dispatch(args)
     finally:
         for signum, handler in previous.items():  # leave an embedding process as it was
             signal.signal(signum, handler)
+    return closed_stdout.EXIT_BROKEN_PIPE if stdout.pipe_closed else code
 
 
 def _dispatch(args: list[str]) -> int:
@@ -365,18 +365,6 @@ def _dispatch(args: list[str]) -> int:
         name = signal.Signals(exc.signum).name
         print(f"dpsuite: terminated{'' if name == 'SIGTERM' else f' ({name})'}", file=sys.stderr)
         return 128 + exc.signum
-    except BrokenPipeError:
-        return _stdout_closed()
-
-
-def _stdout_closed() -> int:
-    """The reader of stdout went away (`dpsuite schema | head`): end quietly, as a shell tool
-    does, with nothing more written there (Python would complain flushing it at exit)."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    return EXIT_BROKEN_PIPE
 
 
 def _command(args: list[str]) -> int:

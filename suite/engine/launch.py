@@ -173,8 +173,9 @@ def launch(spec: RunSpec) -> str:
     except KeyboardInterrupt:
         # Ctrl-C or SIGTERM (scancel) may land anywhere after `running` was written, even
         # before a rank's own handler is in place (while it imports the training loop).
+        # Marked quietly: the command's own line (`dpsuite: interrupted`) is the one said.
         with contextlib.suppress(ResultsWriteError):
-            after_failure(spec, writer, "interrupted")
+            after_failure(spec, writer, "interrupted", say=False)
         raise
     return attempt.settle(status, spec.run_id)
 
@@ -318,7 +319,7 @@ def spawn(spec: RunSpec, run_dir: Path, writer: RunWriter) -> str:
     return read_status(run_dir) or "failed"
 
 
-def after_failure(spec: RunSpec, writer: RunWriter, reason: str) -> str:
+def after_failure(spec: RunSpec, writer: RunWriter, reason: str, say: bool = True) -> str:
     """A worker failed. A run that had already written its final status keeps it."""
     status = read_status(writer.dir)
     if status in KEPT_STATUSES:
@@ -332,5 +333,6 @@ def after_failure(spec: RunSpec, writer: RunWriter, reason: str) -> str:
         # The launcher names the first cause (the worker that stopped or was signalled
         # first); a worker's own last word may be a consequence of it.
         writer.finish("failed", error=reason)
-    print(f"{spec.run_id}: failed: {reason}", file=sys.stderr)
+    if say:
+        print(f"{spec.run_id}: failed: {reason}", file=sys.stderr)
     return "failed"

@@ -118,7 +118,8 @@ def spawn_local(
     The first worker that dies, raises or stays stopped stops its siblings at once (they would
     otherwise wait in a collective until the process-group timeout) and raises WorkerFailure
     naming it; an interrupt of the launcher (Ctrl-C, SIGTERM turned into an exception) stops
-    them too before it propagates.
+    them too before it propagates, and a worker whose launcher has ended however it ended
+    (SIGKILL included) stops itself (``Lifeline``).
 
     With ``forkserver`` (the default), workers are forked from one server per launcher process
     that has imported torch, ``fn``'s module and the modules in ``preload`` (what the workers
