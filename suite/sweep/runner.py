@@ -41,7 +41,6 @@ from dpsuite.conf import compose as preflight
 from dpsuite.errors import ResultsWriteError, UserError, did_you_mean
 from dpsuite.results import (
     SCHEMA_VERSION,
-    effective_status,
     now_iso,
     read_json,
     read_status,
@@ -154,7 +153,8 @@ class Sweep:
             if self.runs.get(run_id) not in ("pending", "running"):
                 continue
             record = self._new_record(run_id)
-            status = effective_status(record) if record else None  # a stale `running` failed
+            # As written: a job's run that died is marked from its job's end, with the cause.
+            status = record.get("status") if record else None
             if status in (*FINAL, "running") and status != self.runs[run_id]:
                 self._report(run_id, record, was_pending=self.runs[run_id] == "pending")
                 self.runs[run_id] = status
