@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import signal
 from collections.abc import Iterable, Mapping
 
 
@@ -50,9 +51,14 @@ class CommandAborted(BaseException):
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, turned into an exception so that workers are stopped and results marked."""
+    """SIGTERM or SIGHUP, turned into an exception so that workers are stopped and results
+    marked; ``signum`` is the signal's number."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__()
+        self.signum = int(signum)
 
 
 def raise_terminated(signum, frame) -> None:
-    """A SIGTERM handler: stop like Ctrl-C does, but say it was a termination."""
-    raise Terminated()
+    """A SIGTERM (or SIGHUP) handler: stop like Ctrl-C does, but say it was a termination."""
+    raise Terminated(signum)

@@ -161,3 +161,20 @@ def test_help_and_completion_load_no_torch_or_run_code(args, comp_line, shown):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("args", [["schema"], ["run", "--help"], ["--help"]], ids=" ".join)
+def test_a_closed_stdout_pipe_ends_the_command_quietly(args):
+    """`dpsuite schema | head -c 10`: the reader is gone before the command writes."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dpsuite", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    proc.stdout.close()  # before the interpreter has even started: every write breaks the pipe
+    err = proc.stderr.read()
+    proc.wait(timeout=120)
+    assert proc.returncode in (0, 141), err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

@@ -1,11 +1,14 @@
 import os
 import socket
+import threading
+from datetime import datetime, timedelta, timezone
 
 import pandas as pd
 import pytest
 
 from dpsuite import results
 from dpsuite.errors import ResultsWriteError
+from dpsuite.results import liveness
 
 
 def put(root, seed: int, status: str = "complete", **extra) -> str:
@@ -197,3 +200,56 @@ def test_comm_bench_roundtrip_and_corrupt_file(tmp_path):
     assert list(frame["bench_id"]) == ["b1"]
     assert frame.loc[0, "hardware.tag"] == "box" and frame.loc[0, "world_size"] == 2
     assert results.load(tmp_path).empty  # comm-bench results are not runs
+
+
+def test_a_running_record_with_an_old_heartbeat_reads_as_failed_whoever_has_its_pid(tmp_path):
+    """The pid is alive (this test's own: a pid reused by an unrelated process), but nothing
+    has written the record since 2020: that run is dead. A fresh heartbeat is a live run."""
+    here = {"status": "running", "pid": os.getpid(), "host": socket.gethostname()}
+    old = put(tmp_path, 0, **here, heartbeat_at="2020-01-01T00:00:00+00:00")
+    fresh = put(tmp_path, 1, **here, heartbeat_at=results.now_iso())
+    elsewhere = put(tmp_path, 2, **{**here, "host": "node7"}, heartbeat_at="2020-01-01T00:00:00")
+    frame = results.load(tmp_path).set_index("run_id")
+    assert frame.loc[old, "status"] == "failed"
+    assert frame.loc[fresh, "status"] == "running"
+    assert frame.loc[elsewhere, "status"] == "failed", "another host's record: heartbeat alone"
+    assert results.read_status(tmp_path / old) == "failed"
+
+
+def test_the_limit_is_the_documented_margin_over_the_heartbeat():
+    now = datetime.now(timezone.utc)
+    rec = {"status": "running", "pid": os.getpid(), "host": socket.gethostname()}
+
+    def at(age_s: float) -> str:
+        beat = (now - timedelta(seconds=age_s)).isoformat()
+        return results.effective_status({**rec, "heartbeat_at": beat}, now=now)
+
+    assert liveness.STALE_AFTER_S >= 10 * liveness.HEARTBEAT_S
+    assert at(liveness.STALE_AFTER_S - 1) == "running"
+    assert at(liveness.STALE_AFTER_S + 1) == "failed"
+    assert at(-300) == "running", "a clock ahead on the writer's node is no death"
+
+
+def test_the_writer_beats_while_running_and_stops_with_the_block(tmp_path):
+    class Counting:
+        def __init__(self) -> None:
+            self.beats, self.seen = 0, threading.Event()
+
+        def beat(self) -> None:
+            self.beats += 1
+            self.seen.set()
+
+    counting = Counting()
+    with liveness.keep_beating(counting, every_s=0.001):
+        assert counting.seen.wait(30)
+    assert not any(t.name == "dpsuite-heartbeat" for t in threading.enumerate()), "joined"
+
+    w = results.RunWriter(tmp_path / "r")
+    w.start(consistent_record(0))
+    w.record["heartbeat_at"] = "2020-01-01T00:00:00+00:00"
+    w.beat()
+    assert results.read_json(w.run_json)["heartbeat_at"] > "2020"
+    w.finish("failed", error="x")
+    w.beat()  # after the final status: nothing written
+    assert results.read_json(w.run_json)["status"] == "failed"
+    assert results.read_json(w.run_json)["heartbeat_at"] == w.record["heartbeat_at"]

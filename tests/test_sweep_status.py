@@ -57,3 +57,20 @@ def test_a_job_that_starts_and_ends_between_two_looks_still_says_where_it_ran(
     said = [i for i, line in enumerate(lines) if line.startswith(f"{run_id}: ")]
     assert [lines[i] for i in said][0] == f"{run_id}: running on node7 (job 7_0)"
     assert lines[said[1]].startswith(f"{run_id}: complete") and "(job 7_0)" in lines[said[1]]
+
+
+def test_a_second_sweep_keeps_the_first_ones_record(dpsuite, tmp_path):
+    """Rerunning (or running another sweep) into a results_dir moves the earlier sweep.json
+    aside: its overrides, grid, runs and statuses stay on record."""
+    args = [*SWEEP, f"results_dir={tmp_path}"]
+    assert dpsuite("run", "-m", *args) == 0
+    first = json.loads((tmp_path / "sweep.json").read_text())
+    assert dpsuite("run", "-m", *args, "force=true") == 0
+    second = json.loads((tmp_path / "sweep.json").read_text())
+    [kept] = tmp_path.glob("sweep-*.json")
+    assert json.loads(kept.read_text()) == first
+    assert second["overrides"] == [*args, "force=true"] and first["overrides"] == args
+    stamp = first["started_at"][:19].replace("-", "").replace(":", "")
+    assert kept.name == f"sweep-{stamp}Z.json"
+    assert dpsuite("run", "-m", *args) == 0  # a third: two kept, whatever their starts
+    assert len(list(tmp_path.glob("sweep-*.json"))) == 2

@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from dpsuite.cli import closed_stdout
 from dpsuite.cli.args import ArgParser
 from dpsuite.errors import CommandAborted, Terminated, UserError, did_you_mean, raise_terminated
 
@@ -332,17 +333,23 @@ def top_parser() -> argparse.ArgumentParser:
     return parser
 
 
+STOPPING_SIGNALS = ("SIGTERM", "SIGHUP")  # a scheduler's or `timeout`'s; a closed terminal's
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, raise_terminated) if in_main_thread else None
+    signums = [getattr(signal, name) for name in STOPPING_SIGNALS if hasattr(signal, name)]
+    previous = {s: signal.signal(s, raise_terminated) for s in signums} if in_main_thread else {}
+    code = 1
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), closed_stdout.tolerated() as stdout:
             warnings.formatwarning = _warning_line
-            return _dispatch(args)
+            code = _dispatch(args)
     finally:
-        if in_main_thread:  # leave the embedding process (e.g. a test runner) as it was
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():  # leave an embedding process as it was
+            signal.signal(signum, handler)
+    return closed_stdout.EXIT_BROKEN_PIPE if stdout.pipe_closed else code
 
 
 def _dispatch(args: list[str]) -> int:
@@ -352,9 +359,12 @@ def _dispatch(args: list[str]) -> int:
         print(f"dpsuite: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:
-        terminated = isinstance(exc, Terminated)
-        print(f"dpsuite: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
-        return 143 if terminated else 130
+        if not isinstance(exc, Terminated):
+            print("dpsuite: interrupted", file=sys.stderr)
+            return 130
+        name = signal.Signals(exc.signum).name
+        print(f"dpsuite: terminated{'' if name == 'SIGTERM' else f' ({name})'}", file=sys.stderr)
+        return 128 + exc.signum
 
 
 def _command(args: list[str]) -> int:

@@ -27,6 +27,7 @@ from dpsuite.errors import ResultsWriteError
 from dpsuite.measure import caveats
 from dpsuite.measure.fingerprint import fingerprint
 from dpsuite.results import RunWriter, effective_status, read_json, read_status
+from dpsuite.results.liveness import keep_beating
 from dpsuite.results.store import ATTEMPTS_DIR, SCRATCH_DIR
 from dpsuite.runtime import distributed, rendezvous
 from dpsuite.runtime.host import usable_cores
@@ -181,8 +182,9 @@ def launch(spec: RunSpec) -> str:
     except KeyboardInterrupt:
         # Ctrl-C or SIGTERM (scancel) may land anywhere after `running` was written, even
         # before a rank's own handler is in place (while it imports the training loop).
+        # Marked quietly: the command's own line (`dpsuite: interrupted`) is the one said.
         with contextlib.suppress(ResultsWriteError):
-            after_failure(spec, writer, "interrupted")
+            after_failure(spec, writer, "interrupted", say=False)
         raise
     return attempt.settle(status, spec.run_id)
 
@@ -268,7 +270,8 @@ def run_rank(
         writer = RunWriter(run_dir)
         writer.record = read_json(writer.run_json)
     try:
-        status = train(spec, ranks, device, writer)
+        with keep_beating(writer):  # an epoch can be longer than a heartbeat's staleness
+            status = train(spec, ranks, device, writer)
     except BaseException as exc:
         if writer is not None:
             # Mark it failed if the disk lets us; a run.json left 'running' reads as stale.
@@ -289,8 +292,8 @@ def scratch_dir(spec: RunSpec) -> Path:
 
 
 def describe(exc: BaseException) -> str:
-    if isinstance(exc, KeyboardInterrupt):
-        return "interrupted"
+    if isinstance(exc, KeyboardInterrupt):  # a worker whose launcher ended says so
+        return str(exc) or "interrupted"
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
 
 
@@ -309,8 +312,9 @@ def worker_imports(workload: Workload) -> tuple[str, ...]:
 def spawn(spec: RunSpec, run_dir: Path, writer: RunWriter) -> str:
     """Start ``spec.workers`` processes on this host and supervise them until they end."""
     workload = spec.build_workload()
-    # Generate/cache the data once, not per rank; a workload that cannot load fails here.
-    data_memo.load_data(workload, spec.cfg.data.load_timeout_s)
+    with keep_beating(writer):  # a download can take long; the workers beat once started
+        # generate/cache the data once, not per rank; a workload that cannot load fails here
+        data_memo.load_data(workload, spec.cfg.data.load_timeout_s)
     try:
         distributed.spawn_local(
             _spawned,
@@ -329,7 +333,7 @@ def spawn(spec: RunSpec, run_dir: Path, writer: RunWriter) -> str:
     return status
 
 
-def after_failure(spec: RunSpec, writer: RunWriter, reason: str) -> str:
+def after_failure(spec: RunSpec, writer: RunWriter, reason: str, say: bool = True) -> str:
     """A worker failed. A run that had already written its final status keeps it."""
     status = read_status(writer.dir)
     if status in KEPT_STATUSES:
@@ -343,5 +347,6 @@ def after_failure(spec: RunSpec, writer: RunWriter, reason: str) -> str:
         # The launcher names the first cause (the worker that stopped or was signalled
         # first); a worker's own last word may be a consequence of it.
         writer.finish("failed", error=reason)
-    print(f"{spec.run_id}: failed: {reason}", file=sys.stderr)
+    if say:
+        print(f"{spec.run_id}: failed: {reason}", file=sys.stderr)
     return "failed"

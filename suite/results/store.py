@@ -7,6 +7,7 @@ Nothing here uses pickle.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import csv
 import hashlib
@@ -16,6 +17,7 @@ import math
 import os
 import socket
 import tempfile
+import threading
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +25,7 @@ from typing import Any
 
 from dpsuite.errors import ResultsWriteError
 from dpsuite.results import schema
+from dpsuite.results.liveness import effective_status
 
 SCHEMA_VERSION = 2
 # Inside a results directory, besides one directory per run: attempts that run beside a result
@@ -152,6 +155,7 @@ class RunWriter:
     def __init__(self, run_dir: Path) -> None:
         self.dir = Path(run_dir)
         self.record: dict[str, Any] = {}
+        self._lock = threading.Lock()  # the heartbeat thread writes too (``beat``)
 
     @property
     def run_json(self) -> Path:
@@ -179,13 +183,25 @@ class RunWriter:
         write_json_atomic(self.run_json, self.record)
 
     def update(self, **fields: Any) -> None:
-        self.record.update(fields, heartbeat_at=now_iso())
-        write_json_atomic(self.run_json, self.record)
+        with self._lock:
+            self.record.update(fields, heartbeat_at=now_iso())
+            write_json_atomic(self.run_json, self.record)
 
     def finish(self, status: str, error: str | None = None, **fields: Any) -> None:
         assert status in STATUSES, status
-        self.record.update(fields, status=status, error=error, finished_at=now_iso())
-        write_json_atomic(self.run_json, self.record)
+        with self._lock:
+            self.record.update(fields, status=status, error=error, finished_at=now_iso())
+            write_json_atomic(self.run_json, self.record)
+
+    def beat(self) -> None:
+        """Rewrite the heartbeat of a running run (``liveness.keep_beating``); a write that
+        fails is left to the run's next own write to report."""
+        with self._lock:
+            if self.record.get("status") != "running":
+                return
+            self.record["heartbeat_at"] = now_iso()
+            with contextlib.suppress(ResultsWriteError):
+                write_json_atomic(self.run_json, self.record)
 
     def append_epoch(self, row: Mapping[str, Any]) -> None:
         append_csv(self.dir / "epochs.csv", EPOCH_COLUMNS, [row])
@@ -217,29 +233,6 @@ def read_status(run_dir: Path) -> str | None:
     except (OSError, ValueError):
         return None
     return effective_status(rec)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def effective_status(rec: Mapping[str, Any]) -> str:
-    """A 'running' record whose process is gone on this host reads as 'failed' (stale)."""
-    status = rec.get("status", "failed")
-    if status != "running":
-        return status
-    pid = rec.get("pid")
-    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**31:
-        return "failed"  # no process could have written it: nothing runs it
-    if rec.get("host") == socket.gethostname() and not _pid_alive(pid):
-        return "failed"
-    return "running"
 
 
 # ---- collective microbenchmark results (`dpsuite comm-bench`) --------------------------------

@@ -12,6 +12,7 @@ import re
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
@@ -21,7 +22,6 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
 from dpsuite.runtime import rendezvous
@@ -120,7 +120,8 @@ def spawn_local(
     The first worker that dies, raises or stays stopped stops its siblings at once (they would
     otherwise wait in a collective until the process-group timeout) and raises WorkerFailure
     naming it; an interrupt of the launcher (Ctrl-C, SIGTERM turned into an exception) stops
-    them too before it propagates.
+    them too before it propagates, and a worker whose launcher has ended however it ended
+    (SIGKILL included) stops itself (``Lifeline``).
 
     With ``forkserver`` (the default), workers are forked from one server per launcher process
     that has imported torch, ``fn``'s module and the modules in ``preload`` (what the workers
@@ -159,21 +160,65 @@ def _spawn_and_supervise(
         scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="dpsuite-store-", dir=scratch) as tmp:
         init_method = Path(tmp, "store").as_uri()
-        ctx = mp.start_processes(
-            _child,
-            args=(fn, init_method, tmp, LauncherContext(), *args),
-            nprocs=nprocs,
-            start_method=start_method,
-            join=False,
-        )
+        lifeline = Lifeline()
+        processes: list = []
         try:
-            supervise(ctx.processes, Path(tmp))
+            start_workers(
+                processes,
+                start_method,
+                nprocs,
+                (fn, init_method, tmp, LauncherContext(), lifeline, *args),
+            )
+            supervise(processes, Path(tmp))
         except BaseException:
-            stop_workers(ctx.processes)
+            lifeline.cut()  # also ends a worker whose start this interrupted (its pid unknown)
+            stop_workers(processes)
             raise
         finally:
-            for p in ctx.processes:
+            for p in processes:
                 p.join()
+            lifeline.close()
+
+
+def start_workers(processes: list, start_method: str, nprocs: int, args: tuple) -> None:
+    """Start ``nprocs`` workers as ``_child(local_rank, *args)``, appending each to
+    ``processes`` as it starts (an interrupt half-way leaves the started ones there to stop).
+
+    Each starts with SIGINT held back until its own handler is in place: a terminal's Ctrl-C
+    reaches the whole process group, and a worker still importing would print a
+    KeyboardInterrupt traceback. The launcher stops its workers itself.
+    """
+    context = multiprocessing.get_context(start_method)
+    if start_method == "forkserver":
+        start_forkserver()
+    for i in range(nprocs):
+        process = context.Process(target=_child, args=(i, *args), name=f"dpsuite-worker-{i}")
+        with sigint_held():  # inherited by a forked or spawned worker (the forkserver's: its own)
+            process.start()
+        processes.append(process)
+
+
+def start_forkserver() -> None:
+    """Start this process's forkserver (if not yet) with SIGINT held back: it imports torch
+    before it sets its own handlers, and the workers it forks inherit its signal mask."""
+    from multiprocessing import forkserver, resource_tracker
+
+    resource_tracker.ensure_running()  # it unblocks SIGINT when it starts: first, outside
+    with sigint_held():
+        forkserver.ensure_running()
+
+
+@contextlib.contextmanager
+def sigint_held() -> Iterator[None]:
+    """Block SIGINT in this thread (a process started meanwhile inherits the mask)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def supervise(processes, tmp: Path) -> None:
@@ -252,11 +297,20 @@ def _enter_launcher_context(environ: dict[str, str], cwd: str, stdio: tuple) -> 
 
 
 def _child(
-    local_rank: int, fn: Callable[..., None], init_method: str, tmp: str, _context: None, *args
+    local_rank: int,
+    fn: Callable[..., None],
+    init_method: str,
+    tmp: str,
+    _context: None,
+    lifeline: int | Lifeline,
+    *args,
 ) -> None:
-    """A worker: the launcher's context is already entered (while its arguments were read)."""
-    die_with_parent()
+    """A worker: the launcher's context is already entered (while its arguments were read).
+
+    It ends with exit code 1 after recording its error for the launcher, never with a
+    traceback on the terminal (the launcher names the cause in one line)."""
     try:
+        watch_launcher(lifeline)  # LauncherGone may come at once: inside the `try`
         fn(local_rank, init_method, *args)
     except BaseException as exc:  # the launcher names this worker's first line, not a pickle
         error = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
@@ -265,9 +319,7 @@ def _child(
         mine = {"error": error, "echo": is_peer_echo(exc)}
         with contextlib.suppress(OSError):
             Path(tmp, f"error-{local_rank}.json").write_text(json.dumps(mine))
-        if isinstance(exc, SystemExit) and not exc.code:
-            raise SystemExit(1) from None  # it did not finish: never an exit that reads as done
-        raise
+        sys.exit(1)  # never an exit that reads as done, never a traceback on the terminal
 
 
 # How a collective fails on a rank whose peer has gone (it raised, exited, was killed): the
@@ -287,16 +339,80 @@ def is_peer_echo(exc: BaseException) -> bool:
     )
 
 
-def die_with_parent() -> None:
-    """Linux: have the kernel send SIGTERM to this worker if its launcher dies (even SIGKILL)."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
+class LauncherGone(KeyboardInterrupt):
+    """Raised in a worker whose launcher has ended (killed, even by SIGKILL): it stops as if
+    interrupted, and rank 0 marks the run failed."""
 
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-    if os.getppid() == 1:  # the parent died before we asked
+
+class Lifeline:
+    """A pipe whose write end only the launcher holds; each worker watches the read end.
+
+    The kernel closes the write end however the launcher ends (SIGKILL included), so a
+    worker sees EOF and stops itself. Why not "die with parent" (PR_SET_PDEATHSIG): a
+    forkserver's worker is the server's child, not the launcher's, and the server outlives
+    the launcher as long as any worker does (each holds the server's "alive" pipe), so that
+    signal never comes. The pipe works for every start method and any process tree.
+    """
+
+    def __init__(self) -> None:
+        self.read_fd, self.write_fd = os.pipe()  # not inherited by anything exec'ed
+
+    def cut(self) -> None:
+        """Tell every worker the launcher is going: each stops itself."""
+        if self.write_fd >= 0:
+            os.close(self.write_fd)
+            self.write_fd = -1
+
+    def close(self) -> None:
+        self.cut()
+        if self.read_fd >= 0:
+            os.close(self.read_fd)
+            self.read_fd = -1
+
+    def __reduce__(self):
+        # A spawned or forkserver worker is handed a duplicate of the read end only.
+        return (_received_fd, (reduction.DupFd(self.read_fd),))
+
+
+def _received_fd(dup) -> int:
+    return dup.detach()
+
+
+LAUNCHER_GONE_GRACE_S = 10.0  # for rank 0 to mark the run before the worker exits regardless
+
+
+def watch_launcher(lifeline: int | Lifeline) -> None:
+    """In a worker: when the launcher is gone, raise LauncherGone in this (main) thread, and
+    exit after LAUNCHER_GONE_GRACE_S if that has not ended the worker (blocked in a
+    collective or a rendezvous that never returns to Python).
+
+    Until then SIGINT (a terminal's Ctrl-C, which reaches every process of the group) is
+    ignored: the launcher stops its workers itself."""
+    if isinstance(lifeline, Lifeline):  # forked: this process holds the write end too
+        os.close(lifeline.write_fd)
+        fd = lifeline.read_fd
+    else:
+        fd = lifeline
+    gone = threading.Event()
+
+    def on_sigint(signum, frame) -> None:
+        if gone.is_set():
+            raise LauncherGone("interrupted: the launcher has ended")
+
+    signal.signal(signal.SIGINT, on_sigint)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held since it started
+    main = threading.get_ident()
+
+    def watch() -> None:
+        with contextlib.suppress(OSError):
+            while os.read(fd, 1):
+                pass
+        gone.set()
+        signal.pthread_kill(main, signal.SIGINT)  # a real signal: it interrupts a wait
+        time.sleep(LAUNCHER_GONE_GRACE_S)
         os._exit(1)
+
+    threading.Thread(target=watch, name="dpsuite-launcher-watch", daemon=True).start()
 
 
 def failure_reason(failed: list[tuple[int, int]], tmp: Path) -> str:

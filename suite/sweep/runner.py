@@ -7,7 +7,8 @@ and launcher run the jobs. Around that, this module
 * checks every point before any work starts (``dpsuite.conf.compose``);
 * writes ``RESULTS_DIR/sweep.json`` (atomically): preset, overrides, run ids, start and end,
   the status of every run and counts by status, and the SLURM job and log of every run that
-  has one, updated as the runs' own run.json files change;
+  has one, updated as the runs' own run.json files change; an earlier sweep's sweep.json is
+  kept beside it as ``sweep-<its start>.json``;
 * resumes for free: run ids are stable, complete runs are skipped by ``dpsuite.engine.launch`` and
   everything else (failed, killed half-way, never started) runs again;
 * prints one summary line at the end: complete / diverged / failed / skipped, then a table of
@@ -39,7 +40,13 @@ from omegaconf import OmegaConf
 from dpsuite import progress
 from dpsuite.conf import compose as preflight
 from dpsuite.errors import ResultsWriteError, UserError, did_you_mean
-from dpsuite.results import SCHEMA_VERSION, now_iso, read_json, read_status, write_json_atomic
+from dpsuite.results import (
+    SCHEMA_VERSION,
+    now_iso,
+    read_json,
+    read_status,
+    write_json_atomic,
+)
 from dpsuite.results import lock as results_lock
 from dpsuite.runtime.ranks import ranks_from_env
 from dpsuite.sweep import hydra_app, slurm
@@ -97,6 +104,7 @@ class Sweep:
     baseline: dict[str, str | None] = field(default_factory=dict)  # run_id -> run.json digest
     launched: set[str] = field(default_factory=set)  # run ids handed to a launcher already
     started_at: str = ""
+    manifests_written: set[Path] = field(default_factory=set)  # results dirs written to
 
     @property
     def hydra_args(self) -> list[str]:
@@ -147,6 +155,7 @@ class Sweep:
             if self.runs.get(run_id) not in ("pending", "running"):
                 continue
             record = self._new_record(run_id)
+            # As written: a job's run that died is marked from its job's end, with the cause.
             status = record.get("status") if record else None
             if status in (*FINAL, "running") and status != self.runs[run_id]:
                 self._report(run_id, record, was_pending=self.runs[run_id] == "pending")
@@ -291,6 +300,9 @@ class Sweep:
                     if i in runs
                 },
             }
+            if results_dir not in self.manifests_written:
+                keep_earlier_manifest(results_dir)
+                self.manifests_written.add(results_dir)
             write_json_atomic(results_dir / MANIFEST, manifest)
 
     def summary_line(self, state: str) -> str:
@@ -350,6 +362,31 @@ def _read_bytes(path: Path) -> bytes | None:
 
 def _digest(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha1(data).hexdigest()
+
+
+def keep_earlier_manifest(results_dir: Path) -> Path | None:
+    """Move an earlier sweep's sweep.json aside, as sweep-<its start, UTC>.json, before this
+    sweep writes its own: the history of the directory's sweeps (commands, grids, statuses,
+    SLURM jobs) is kept. Returns where it went (None: there was none)."""
+    current = results_dir / MANIFEST
+    if not current.is_file():
+        return None
+    try:
+        started = str(read_json(current).get("started_at") or "")
+    except (OSError, ValueError, AttributeError):
+        started = ""
+    stamp = "".join(ch for ch in started[:19] if ch.isalnum()) or "unknown"
+    stamp = stamp if stamp == "unknown" else stamp + "Z"
+    target = results_dir / f"sweep-{stamp}.json"
+    n = 1
+    while target.exists():
+        n += 1
+        target = results_dir / f"sweep-{stamp}-{n}.json"
+    try:
+        os.replace(current, target)
+    except OSError as exc:
+        raise ResultsWriteError(target, exc) from None
+    return target
 
 
 def _manifest_job_ids(results_dir: Path) -> list[str]:
