@@ -321,3 +321,22 @@ def test_by_a_setting_that_no_run_records_is_one_line(dpsuite, capsys, repeated_
     assert dpsuite("compare", str(a), str(b), "--by", "config.nonsense") == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("dpsuite: error: nothing to compare: no run records `config.nonsense`")
+
+
+def test_a_run_read_through_overlapping_trees_is_counted_once(dpsuite, capsys, tmp_path):
+    """`compare TREE TREE/boxb`: boxb's runs are read twice, counted once (the first tree's),
+    with one warning line; the comparison is then boxa against boxb."""
+    trees.write_repeated(tmp_path / "tree" / "boxa", "boxa", trees.REPEATED_A)
+    trees.write_repeated(tmp_path / "tree" / "boxb", "boxb", trees.REPEATED_B)
+    out = tmp_path / "cmp"
+    tree = tmp_path / "tree"
+    assert dpsuite("compare", str(tree), str(tree / "boxb"), "--out", str(out)) == 0
+    captured = capsys.readouterr()
+    summary = pd.read_csv(out / "summary.csv")
+    assert len(summary) == len(set(summary["run_dir"])) == 12
+    assert "Compared (candidate B / baseline A): `boxb` / `boxa`" in captured.out
+    again = [line for line in captured.err.splitlines() if "counted once" in line]
+    assert again == [
+        f"dpsuite: warning: {tree / 'boxb'}: 6 runs already read from an earlier "
+        "directory, counted once"
+    ]

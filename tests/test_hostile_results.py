@@ -14,6 +14,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from dpsuite import results
@@ -193,6 +194,28 @@ def test_an_unreadable_run_directory_is_a_warning_not_silence(tree):
         assert f"skipping unreadable directory {hidden}: Permission denied" in lines[1:]
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_a_symlinked_machine_or_run_directory_is_read_once(tree, tmp_path, capsys):
+    """A machine directory and a run directory that are symlinks are read by report and export;
+    a link back up the tree (a loop) is read once and named in a warning."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.move(tree / "box-b", elsewhere / "box-b")
+    (tree / "box-b").symlink_to(elsewhere / "box-b")
+    run_a = run_dir_of(tree / "box-a")
+    shutil.move(run_a, elsewhere / run_a.name)
+    run_a.symlink_to(elsewhere / run_a.name)
+    (tree / "box-a" / "loop").symlink_to(tree)
+    ids, notes = loaded(tree)
+    assert len(ids) == 2
+    assert notes == [f"skipping {tree / 'box-a' / 'loop'}: a link to a directory already read"]
+    assert main(["report", str(tree), "--out", str(tmp_path / "rep")]) == 0
+    summary = (tmp_path / "rep" / "summary.csv").read_text()
+    assert "box-a" in summary and "box-b" in summary
+    assert main(["export", "parquet", str(tree)]) == 0
+    assert len(pd.read_parquet(tree / "runs.parquet")) == 2
+    assert len(pd.read_parquet(tree / "epochs.parquet")["run_id"].unique()) == 2
 
 
 def test_comm_bench_results_are_gated(tmp_path):

@@ -6,8 +6,9 @@ one of ``dpsuite.results.schema``'s, every value has its type, is finite and wit
 says (its directory's name), once, and its config (whatever schema version it claims) still
 hashes to its run id. A comm-bench result is trusted when its JSON and its CSV hold the schema's
 keys and columns, of their types, finite and within their ranges. Only regular files are opened
-(a FIFO named run.json would block the reader); a directory that cannot be read is a warning,
-never silence. Everything left out is one warning naming the file and the field.
+(a FIFO named run.json would block the reader); a symlinked directory is followed, each
+directory read once; a directory that cannot be read is a warning, never silence. Everything
+left out is one warning naming the file and the field.
 """
 
 from __future__ import annotations
@@ -46,22 +47,55 @@ def is_regular(path: Path) -> bool:
         return False
 
 
-def walk_files(root: Path, name: str) -> list[Path]:
-    """Every file called ``name`` below ``root`` (hidden directories skipped), sorted; a
-    directory that cannot be read is a warning."""
+def _directory_key(path: str) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of a directory after symlinks: what says two paths are one directory."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
 
-    def unreadable(exc: OSError) -> None:
-        warnings.warn(f"skipping unreadable directory {exc.filename}: {exc.strerror}", stacklevel=4)
 
-    found = []
-    for here, dirs, files in os.walk(root, onerror=unreadable, followlinks=False):
+def _unreadable(exc: OSError) -> None:
+    warnings.warn(f"skipping unreadable directory {exc.filename}: {exc.strerror}", stacklevel=5)
+
+
+def _walk_one(top: str, name: str, visited: set, found: list[Path]) -> list[str]:
+    """Collect ``name`` below ``top`` without following symlinks; return the symlinked
+    directories met (to be walked after every real one, so that a real path is preferred)."""
+    links = []
+    for here, dirs, files in os.walk(top, onerror=_unreadable):
+        key = _directory_key(here)
+        # a symlink to a directory read already, or to an ancestor (a loop)
+        if key is not None and key in visited:
+            warnings.warn(f"skipping {here}: a link to a directory already read", stacklevel=4)
+            dirs[:] = []
+            continue
+        visited.add(key)
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for d in dirs:  # os.walk lists a directory it cannot enter without saying so
             full = os.path.join(here, d)
             if not os.access(full, os.R_OK | os.X_OK):
-                unreadable(PermissionError(13, os.strerror(13), full))
+                _unreadable(PermissionError(13, os.strerror(13), full))
+        linked = [d for d in dirs if os.path.islink(os.path.join(here, d))]
+        links += [
+            os.path.join(here, d) for d in linked if os.access(os.path.join(here, d), os.X_OK)
+        ]
+        dirs[:] = [d for d in dirs if d not in linked]
         if name in files:
             found.append(Path(here) / name)
+    return links
+
+
+def walk_files(root: Path, name: str) -> list[Path]:
+    """Every file called ``name`` below ``root`` (hidden directories skipped), sorted. Symlinked
+    directories are followed, each directory read once (a link back up is no loop); a
+    directory that cannot be read is a warning."""
+    found: list[Path] = []
+    visited: set[tuple[int, int] | None] = set()
+    pending = [str(root)]
+    while pending:
+        pending += _walk_one(pending.pop(0), name, visited, found)
     return sorted(found)
 
 

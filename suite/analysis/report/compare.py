@@ -22,6 +22,7 @@ from dpsuite.analysis.report import compare_sides, data, render, stats
 from dpsuite.analysis.report.compare_sides import ENV_PREFIX, RUN_SETTINGS, Pairing
 from dpsuite.analysis.report.meta import display_path, machines_lines
 from dpsuite.analysis.report.output import FigureWriter, Written, prepare_out
+from dpsuite.analysis.report.read_once import count_once
 from dpsuite.analysis.report.section import Section
 from dpsuite.analysis.report.sections import comm as comm_section
 from dpsuite.analysis.report.sections import scaling as scaling_section
@@ -373,6 +374,7 @@ def build_compare(
     if not dirs:
         raise UserError("compare needs at least one results directory")
     trees = [data.load_tree(d) for d in dict.fromkeys(Path(d).resolve() for d in dirs)]
+    count_once(trees)
     runs, comm, pairing, ratios = paired(trees, by)
     out = prepare_out(Path(out) if out is not None else default_out(dirs))
     sides = pairing.sides
