@@ -320,12 +320,14 @@ COMM_ROW |= {"time_us": 10.0, "algbw_GBps": 0.1, "busbw_GBps": 0.1, "errors": 0}
 
 
 def comm_cases() -> list:
-    """(column, cell) for every numeric column: text, infinite, below its least, not whole."""
+    """(column, cell) for every numeric column: text, infinite, below its least (at it, where
+    it is an exclusive bound), not whole."""
     cases = []
     for field in schema.COMM_BENCH_ROWS:
         if field.numeric:
             cases += [(field.name, "fast"), (field.name, "inf"), (field.name, "")]
             cases += [(field.name, str(field.least - 1))] if field.least is not None else []
+            cases += [(field.name, str(field.least))] if field.strict else []  # time_us = 0
             cases += [(field.name, "1.5")] if field.type == "int" else []
     return cases
 

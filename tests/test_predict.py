@@ -1,5 +1,6 @@
 """`dpsuite predict`: fitted to a results tree and validated, planned on a profile, bad input."""
 
+import warnings
 from dataclasses import replace
 
 import pandas as pd
@@ -113,6 +114,32 @@ def test_only_all_reduce_benchmarks_fit_the_links(tmp_path):
     topology = fit_topology(bench)
     assert topology.intra.latency_s == pytest.approx(LINK.latency_s, rel=1e-6)
     assert topology.intra.s_per_byte == pytest.approx(LINK.s_per_byte, rel=1e-6)
+
+
+def test_a_zero_time_is_refused_in_one_line_not_lapack_noise(tmp_path, capfd):
+    """A comm-bench time of 0 (past the gate, as a frame given to the fit) is a ValueError in one
+    line, before numpy divides by it or LAPACK is handed what it cannot take."""
+    write_bench(tmp_path)
+    bench = results.load_comm_bench(tmp_path)
+    bench.loc[0, "time_us"] = 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's divide-by-zero would be a RuntimeWarning
+        with pytest.raises(ValueError, match="^a comm-bench time is not a positive number"):
+            fit_topology(bench)
+    assert capfd.readouterr().err == ""  # LAPACK writes its DLASCL lines to the C stderr
+
+
+def test_predict_on_a_comm_bench_time_of_zero_is_one_line(dpsuite, tmp_path, capfd):
+    write_runs(tmp_path)
+    write_bench(tmp_path)
+    csv = tmp_path / "comm_bench" / "bench-w2" / "comm_bench.csv"
+    bench = pd.read_csv(csv)
+    bench.loc[0, "time_us"] = 0
+    bench.to_csv(csv, index=False)
+    with pytest.warns(UserWarning, match="time_us is 0.0 in a row, not a finite float > 0"):
+        assert dpsuite("predict", str(tmp_path), "--out", str(tmp_path / "pred")) == 2
+    err = capfd.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("dpsuite: error: nothing to fit"), err
 
 
 def test_a_profile_gives_the_network_a_one_node_measurement_lacks(dpsuite, tmp_path, capsys):

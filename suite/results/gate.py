@@ -119,10 +119,13 @@ def _check_type(name: str, value: Any, kind: str) -> None:
 
 def _out_of_range(field: schema.Field, value: float) -> str | None:
     """Why a finite number is outside the field's declared range, or None."""
+    too_low = field.least is not None and (
+        value <= field.least if field.strict else value < field.least
+    )
     if field.least is not None and field.most is not None:
-        return None if field.least <= value <= field.most else f"outside {field.range}"
-    if field.least is not None and value < field.least:
-        return f"below {field.least:g}"
+        return f"outside {field.range}" if too_low or value > field.most else None
+    if too_low:
+        return f"{'not above' if field.strict else 'below'} {field.least:g}"
     if field.most is not None and value > field.most:
         return f"above {field.most:g}"
     return None
@@ -275,7 +278,7 @@ def check_comm_rows(frame) -> None:
         largest = schema.MAX_MAGNITUDE if field.measured else math.inf
         ok = values.notna() & values.abs().lt(math.inf) & values.abs().le(largest)
         if field.least is not None:
-            ok &= values.ge(field.least)
+            ok &= values.gt(field.least) if field.strict else values.ge(field.least)
         if field.most is not None:
             ok &= values.le(field.most)
         if field.type == "int":

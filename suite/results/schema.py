@@ -10,7 +10,8 @@ bytes/s), ``TFLOP/s``; ``count`` for integers that count things; empty when unit
 
 A field's range follows from its unit unless it declares its own: a measured quantity (a unit of
 ``MEASURED_UNITS``) is at least 0, a fraction is in [0, 1]; ``signed`` lifts the lower bound (a
-difference of two clocks), ``least`` and ``most`` are bounds of the field's own. ``required``
+difference of two clocks), ``least`` and ``most`` are bounds of the field's own, and ``strict``
+leaves ``least`` itself out (a time a rate is divided by is > 0). ``required``
 keys must be present (not null) for a record to be checked at all.
 """
 
@@ -41,6 +42,7 @@ class Field:
     least: float | None = None
     most: float | None = None
     signed: bool = False  # may be below 0 although its unit is measured (or a fraction)
+    strict: bool = False  # ``least`` itself is out of range: > least, not >= least
     required: bool = False
     fields: tuple[Field, ...] = ()  # a mapping's keys, where the schema describes them
 
@@ -64,11 +66,11 @@ class Field:
 
     @property
     def range(self) -> str:
-        """The bounds as text: ``[0, 1]``, ``>= 1``, ``<= 1`` or empty (none)."""
+        """The bounds as text: ``[0, 1]``, ``(0, 1]``, ``>= 1``, ``> 0``, ``<= 1`` or empty."""
         if self.least is not None and self.most is not None:
-            return f"[{self.least:g}, {self.most:g}]"
+            return f"{'(' if self.strict else '['}{self.least:g}, {self.most:g}]"
         if self.least is not None:
-            return f">= {self.least:g}"
+            return f"{'>' if self.strict else '>='} {self.least:g}"
         return f"<= {self.most:g}" if self.most is not None else ""
 
 
@@ -409,9 +411,14 @@ COMM_BENCH_ROWS = (
     Field("count", "count", "int", "elements of the message", least=1, required=True),
     Field("dtype", "", "str", "element type", required=True),
     Field(
-        "time_us", "us", "float", "mean per collective over iters, max across ranks", required=True
+        "time_us",
+        "us",
+        "float",
+        "mean per collective over iters, max across ranks",
+        strict=True,
+        required=True,
     ),
-    Field("algbw_GBps", "GB/s", "float", "S / time", required=True),
+    Field("algbw_GBps", "GB/s", "float", "S / time", strict=True, required=True),
     Field("busbw_GBps", "GB/s", "float", "algbw x the collective's busbw factor", required=True),
     Field("errors", "count", "int", "wrong values in the result, summed over ranks", required=True),
 )
@@ -532,7 +539,8 @@ MARKDOWN_INTRO = (
     "reader's gate leaves out a run.json or comm-bench result that lacks a required key, or",
     "whose value is not of its type or outside its range. A range follows from the unit unless",
     "the field declares its own: measured times, rates, sizes and counts are >= 0 (differences",
-    "of two clocks may be negative) and below 1e18, fractions are in [0, 1].",
+    "of two clocks may be negative) and below 1e18, fractions are in [0, 1]; a comm-bench",
+    "time and its algbw are > 0 (the fit divides by them).",
     "epochs.csv and steps.csv are described here, not gated.",
     "",
 )

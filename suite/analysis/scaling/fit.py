@@ -40,7 +40,13 @@ from dpsuite.analysis.scaling.topology import Link, Topology
 
 def _relative_lstsq(design: np.ndarray, y: np.ndarray, t: np.ndarray) -> Link:
     """(alpha, beta) of ``design @ (alpha, beta) = y`` by least squares relative to the measured
-    times ``t``, clipped at 0, as a Link (beta 0: no measurable bandwidth limit)."""
+    times ``t``, clipped at 0, as a Link (beta 0: no measurable bandwidth limit). A ValueError
+    (one line) on a time that is not > 0 or a design that is not finite: there is nothing to
+    fit, and numpy's least squares would only print LAPACK's complaints."""
+    if not (np.isfinite(t).all() and (t > 0).all()):
+        raise ValueError("a comm-bench time is not a positive number, nothing to fit the links to")
+    if not (np.isfinite(design).all() and np.isfinite(y).all()):
+        raise ValueError("a comm-bench row is not finite, nothing to fit the links to")
     coef, *_ = np.linalg.lstsq(design / t[:, None], y / t, rcond=None)
     alpha, beta = (max(float(c), 0.0) for c in coef)
     return Link(alpha, 1 / beta if beta > 0 else math.inf)
