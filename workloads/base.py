@@ -94,6 +94,11 @@ class Workload(ABC):
     def build_model(self) -> nn.Module:
         """A freshly initialised model (the caller seeds torch first)."""
 
+    def sample_shape(self) -> tuple[int, ...] | None:
+        """The shape of one input sample (without the batch dimension), where the workload
+        knows it without loading data: lets a run's memory be estimated before it starts."""
+        return None
+
     @abstractmethod
     def load_data(self) -> Data:
         """Train and eval data; generated or read from a local copy, never downloaded."""

@@ -123,6 +123,9 @@ class CIFARResNet(Workload):
             return ("cifar10", str(self.data_dir))
         return ("cifar_synthetic", c.num_samples, c.data_seed)
 
+    def sample_shape(self) -> tuple[int, ...]:
+        return (3, 32, 32)
+
     def build_model(self) -> nn.Module:
         return ResNet18(self.config.width)
 

@@ -146,6 +146,9 @@ class MNIST1DWorkload(Workload):
         generated = split_sizes(generation_args(self.config.num_samples, self.config.data_seed))
         return generated[0] - self.config.validation_samples
 
+    def sample_shape(self) -> tuple[int, ...]:
+        return (SIGNAL_LENGTH,)
+
     def load_data(self) -> Data:
         c = self.config
         a = load_or_generate(self.cache_dir or DEFAULT_CACHE, c.num_samples, c.data_seed)

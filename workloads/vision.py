@@ -98,6 +98,9 @@ class TorchvisionWorkload(Workload):
             return train_share(min(c.num_samples, images))
         return train_share(c.num_samples)
 
+    def sample_shape(self) -> tuple[int, ...]:
+        return (3, self.config.image_size, self.config.image_size)
+
     def build_model(self) -> nn.Module:
         import torchvision
 

@@ -12,6 +12,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from dpsuite import sync
 from dpsuite.conf.checks import check_bounds, check_keys
+from dpsuite.conf.memory_check import check_memory_fits
 from dpsuite.conf.schema import RunConfig
 from dpsuite.errors import UserError
 from dpsuite.optim import lr_rules
@@ -39,6 +40,7 @@ class RunSpec:
     config: dict[str, Any] = field(repr=False)  # the resolved config as recorded in run.json
     train_samples: int = 0  # the workload's training set (0: not known)
     workload_label: str = ""  # the workload as results name it (its model: torchvision-resnet50)
+    memory_estimate: int | None = None  # bytes a rank needs, estimated (None: not estimated)
 
     @property
     def processes(self) -> int:
@@ -280,6 +282,11 @@ def resolve(
         f"{c.workload.name}): lower the batch or raise workload.num_samples",
     )
 
+    # The model's memory on this host (a GPU run keeps it on the device): before any rank starts.
+    estimate = None
+    if check_devices and world_size is None and device == "cpu":
+        estimate = check_memory_fits(c, workload, per_worker, global_batch, processes).per_rank
+
     identity = run_identity(container, workers, global_batch)
     label = workload.label()
     summary = {
@@ -305,4 +312,5 @@ def resolve(
         config=container,
         train_samples=num_train,
         workload_label=label,
+        memory_estimate=estimate,
     )

@@ -157,6 +157,13 @@ class HardwareConfig:
 
 
 @dataclass
+class ChecksConfig:
+    memory: bool = True
+    """Refuse a run whose estimated memory (model, gradients, optimizer state, activations,
+    data, per rank on this host) exceeds the host's available memory; false: start it anyway."""
+
+
+@dataclass
 class RunConfig:
     """One run of dpsuite: `dpsuite run KEY=VALUE ...`."""
 
@@ -203,6 +210,8 @@ class RunConfig:
     """Run again even when a complete result exists (the old result is kept until the new
     attempt ends)."""
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    checks: ChecksConfig = field(default_factory=ChecksConfig)
+    """Checks made before a run starts."""
     sweep: Any = None
     """Set by a sweep preset that runs other presets in turn (`dpsuite sweep demo`)."""
 

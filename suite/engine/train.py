@@ -332,7 +332,11 @@ def build_probes(
         device, cfg.timing.warmup_steps, spec.global_batch, spec.workers, strategy.period
     )
     comm = comm_probe(spec, replicas, strategy, timer, device)
-    probes: list[Probe] = [timer, *([comm] if comm else []), MemoryProbe(device)]
+    probes: list[Probe] = [
+        timer,
+        *([comm] if comm else []),
+        MemoryProbe(device, spec.memory_estimate),
+    ]
     noise = noise_scale_probe(spec, replicas, precision, device, ranks)
     if noise is not None:
         probes.append(noise)

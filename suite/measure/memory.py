@@ -34,8 +34,9 @@ class MemoryProbe(Probe):
     false). CUDA: ``torch.cuda.max_memory_allocated`` after a reset of the peak statistics.
     """
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, estimated_bytes: int | None = None) -> None:
         self.device = device
+        self.estimated_bytes = estimated_bytes  # what the run was estimated to need per rank
         self.reset = False
         with contextlib.suppress(OSError):
             CLEAR_REFS.write_text("5")  # 5: reset the peak resident set size to the current
@@ -51,4 +52,7 @@ class MemoryProbe(Probe):
             "peak_rss_mib": peaks[0] / 1024 if rss is not None else None,
             "peak_rss_since_run_start": self.reset,
             "peak_cuda_allocated_mib": peaks[1] / 2**20 if self.device.type == "cuda" else None,
+            "estimated_rss_mib": (
+                self.estimated_bytes / 2**20 if self.estimated_bytes is not None else None
+            ),
         }

@@ -185,6 +185,12 @@ METRICS = (
     Field("peak_rss_mib", "MiB", "float", "peak resident memory of a rank (max across ranks)"),
     Field("peak_rss_since_run_start", "", "bool", "false: the process's peak, not the run's"),
     Field("peak_cuda_allocated_mib", "MiB", "float", "peak CUDA memory allocated by PyTorch"),
+    Field(
+        "estimated_rss_mib",
+        "MiB",
+        "float",
+        "a rank's memory as estimated before the run (see docs/running.md); null: not estimated",
+    ),
     Field("steps", "count", "int", "optimizer steps taken"),
     Field("final_train_loss", "", "float", "mean training loss before the last evaluation"),
     Field("final_eval_loss", "", "float", "eval loss at the last evaluation"),

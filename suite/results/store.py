@@ -53,6 +53,7 @@ NON_IDENTITY_KEYS = (
     "force",
     "cache_dir",
     "hardware",
+    "checks",
     "ddp.start_method",
     "ddp.timeout_s",
     "data.load_timeout_s",

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from dpsuite.workloads.configs.base import WorkloadConfig
+from dpsuite.workloads.configs.tiny_gpt import TransformerDims
 
 # GPT-2's published sizes (Radford et al. 2019): layers, width, heads.
 SIZES = {
@@ -75,6 +76,12 @@ class GPT2Config(WorkloadConfig):
         """Layers, width and heads: the size's, each replaced by its knob when set."""
         layers, width, heads = SIZES[self.size]
         return self.layers or layers, self.width or width, self.heads or heads
+
+    def dims(self) -> TransformerDims:
+        layers, width, heads = self.shape()
+        return TransformerDims(
+            layers, width, heads, self.context, self.vocab_size, self.activation_checkpointing
+        )
 
     def check(self) -> None:
         _, width, heads = self.shape()

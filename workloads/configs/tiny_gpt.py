@@ -6,9 +6,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from dpsuite.workloads.configs.base import WorkloadConfig
+
+
+class TransformerDims(NamedTuple):
+    """The sizes of a GPT-style decoder (pre-norm blocks, learned positions, tied output
+    layer): what its parameter count and its activations follow from, known without a model."""
+
+    layers: int
+    width: int
+    heads: int
+    context: int
+    vocab: int
+    checkpointing: bool = False
+
+    @property
+    def parameters(self) -> int:
+        """Token and position embeddings, per block 12 w^2 + 13 w (LayerNorms, qkv, projection,
+        4w MLP, with biases), the final LayerNorm; the output layer is the token embedding."""
+        w = self.width
+        return (self.vocab + self.context) * w + self.layers * (12 * w * w + 13 * w) + 2 * w
 
 
 @dataclass
@@ -47,6 +66,9 @@ class TinyGPTConfig(WorkloadConfig):
     epochs: int = 5
     target_acc: float = 0.85
     weight_decay: float = 0.0
+
+    def dims(self) -> TransformerDims:
+        return TransformerDims(self.depth, self.width, self.heads, self.context, self.vocab_size)
 
     def check(self) -> None:
         if self.width % self.heads:
