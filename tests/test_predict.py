@@ -415,3 +415,88 @@ def test_runs_of_other_sync_strategies_are_left_out_of_the_fit(dpsuite, tmp_path
     trees.write_run(root, workers=2, samples_per_s=1e6, sync="powersgd")
     assert dpsuite("predict", str(root), "--out", str(out)) == 0
     assert pd.read_csv(out / "validation.csv")["error_pct"].abs().max() < 1e-6
+
+
+PLAN = ("predict", "--profile", "dgx-a100", "--params", "25e6", "--flops-per-sample", "12e9")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # Used to end in an OverflowError traceback.
+        (
+            (
+                "predict",
+                "--profile",
+                "dgx-a100",
+                "--params",
+                "1e300",
+                "--flops-per-sample",
+                "1e300",
+            ),
+            "--params must be at most 1e+11",
+        ),
+        ((*PLAN, "--flops-per-sample", "1e300"), "--flops-per-sample must be at most 1e+18"),
+        ((*PLAN, "--tflops", "1e9"), "--tflops must be at most 100000"),
+        ((*PLAN, "--samples-per-s", "1e12"), "--samples-per-s must be at most 1e+09"),
+        # Used to print an efficiency of 299.7 %.
+        (
+            (*PLAN, "--baseline-workers", "100000", "--workers", "8,64"),
+            "--baseline-workers 100000 is more than the fewest workers predicted at (8)",
+        ),
+        ((*PLAN, "--baseline-workers", "8", "--max-workers", "4"), "more than --max-workers 4"),
+        # Used to predict 125 million nodes, a 29-day step, and to drop the empty element.
+        ((*PLAN, "--workers", "1000000000"), "worker counts must be at most 1,048,576"),
+        ((*PLAN, "--max-workers", "1000000000"), "--max-workers must be at most 1,048,576"),
+        ((*PLAN, "--batch", "1000000000000"), "--batch must be at most 1,048,576 (beyond any"),
+        ((*PLAN, "--batch", "2000000"), "--batch must be at most 1,048,576"),
+        ((*PLAN, "--batch", "1000000", "--samples-per-s", "1"), "more than a day"),
+        ((*PLAN, "--workers", "8,,16"), "--workers: comma-separated whole numbers, got '8,,16'"),
+        ((*PLAN, "--workers", "8,16,8"), "a worker count is given twice"),
+        ((*PLAN, "--params", "0.5"), "--params is a count of parameters, a whole number"),
+        ((*PLAN, "--params", "1000.5"), "a whole number"),
+        ((*PLAN, "--bucket-mb", "0.0001"), "buckets (at most 100,000): give a larger --bucket-mb"),
+        ((*PLAN, "--bucket-mb", "-1"), "--bucket-mb must be > 0"),
+        # Used to print the table and exit 0.
+        (
+            ("predict", "--published", "/no/such/dir", "--workers", "abc", "--out", "{tmp}/d"),
+            "--published takes no other arguments (it prints the published comparison): "
+            "drop RESULTS_DIR, --out, --workers",
+        ),
+        (("predict", "--published", "--batch", "64"), "drop --batch"),
+        # Used to end in a FileExistsError / FileNotFoundError traceback.
+        ((*PLAN, "--out", "{tmp}/a-file"), "--out {tmp}/a-file: exists and is not a directory"),
+        ((*PLAN, "--out", "{tmp}/a-file/sub"), "{tmp}/a-file is not a directory"),
+    ],
+)
+def test_nonsense_is_refused_before_any_prediction(dpsuite, tmp_path, capsys, args, message):
+    (tmp_path / "a-file").write_text("mine\n")
+    assert dpsuite(*(a.format(tmp=tmp_path) for a in args)) == 2
+    out, err = capsys.readouterr()
+    err_lines = err.strip().splitlines()
+    assert out == "" and len(err_lines) == 1, err
+    assert err_lines[0].startswith("dpsuite: error: ")
+    assert message.format(tmp=tmp_path) in err_lines[0]
+    assert (tmp_path / "a-file").read_text() == "mine\n" and not (tmp_path / "d").exists()
+
+
+def test_an_out_that_cannot_be_made_is_one_line_before_the_table(
+    dpsuite, tmp_path, capsys, monkeypatch
+):
+    def refuse(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("pathlib.Path.mkdir", refuse)
+    assert dpsuite(*PLAN, "--out", str(tmp_path / "new" / "pred")) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip().splitlines() == [
+        f"dpsuite: error: --out {tmp_path}/new/pred: cannot make it: Permission denied"
+    ]
+
+
+def test_the_default_worker_counts_start_at_the_baseline(dpsuite, tmp_path):
+    out = tmp_path / "pred"
+    assert dpsuite(*PLAN, "--baseline-workers", "8", "--max-workers", "96", "--out", str(out)) == 0
+    pred = pd.read_csv(out / "predictions.csv")
+    assert pred["workers"].tolist() == [8, 16, 32, 64, 96]
+    assert pred["efficiency"].iloc[0] == pytest.approx(1.0) and pred["efficiency"].max() <= 1.0

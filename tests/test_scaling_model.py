@@ -581,3 +581,65 @@ def test_the_fitted_library_is_the_runs_backend_at_their_nccl_version():
     assert _library(runs(backend="nccl", **{"hardware.nccl": "2.3.7"})).algorithms() == ("ring",)
     old_torch = _library(runs(backend="nccl", **{"hardware.nccl": "2708"}))
     assert old_torch.nccl_version == allreduce_cost.NCCL_MODEL_VERSION
+
+
+LINKS = (
+    "intra_node: {bandwidth_GB_s: 1, latency_us: 1}\n"
+    "inter_node: {bandwidth_GB_s: 1, latency_us: 1}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # Each used to load: the last value won, the misspelt key was ignored, 1e8 GPUs a node.
+        (
+            "gpus_per_node: 4\ngpus_per_node: 8\n" + LINKS,
+            r"duplicate key gpus_per_node \(line 1 and line 2\)",
+        ),
+        (
+            "gpus_per_node: 4\nintra_node: {bandwidth_GB_s: 1, latency_us: 1, latency_us: 2}\n"
+            "inter_node: {bandwidth_GB_s: 1, latency_us: 1}\n",
+            "duplicate key latency_us",
+        ),
+        (
+            "gpus_per_node: 4\nnccl_chanels: 4\n" + LINKS,
+            r"unknown key nccl_chanels \(did you mean nccl_channels\?\)",
+        ),
+        (
+            "gpus_per_node: 4\nintra_node: {bandwidth_GB_s: 1, latency_us: 1}\n"
+            "inter_node: {bandwith_GB_s: 1, latency_us: 1}\n",
+            r"unknown key inter_node.bandwith_GB_s \(did you mean inter_node.bandwidth_GB_s\?\)",
+        ),
+        (
+            "gpus_per_node: 100000000\n" + LINKS,
+            "gpus_per_node must be at most 1,024, got 100,000,000",
+        ),
+        ("gpus_per_node: 0\n" + LINKS, "gpus_per_node must be an integer >= 1"),
+        ("gpus_per_node: 4\nsm_count: 5000\n" + LINKS, "sm_count must be at most 1,024"),
+        ("gpus_per_node: 4\nnccl_ll128: 1\n" + LINKS, "nccl_ll128 must be true or false"),
+        (
+            "gpus_per_node: 4\npeak_tflops: {fp32: 1000000000}\n" + LINKS,
+            "fp32 must be at most 100,000",
+        ),
+        ("gpus_per_node: 4\npeak_tflops: [1, 2]\n" + LINKS, "peak_tflops is a mapping"),
+        ("gpus_per_node: 4\nreduce_GB_s: .nan\n" + LINKS, "reduce_GB_s must be a finite number"),
+        ("gpus_per_node: 4\nintra_node: 5\ninter_node: 5\n", "intra_node is a mapping of keys"),
+        (
+            "gpus_per_node: 4\nintra_node: {bandwidth_GB_s: 1000000000, latency_us: 1}\n"
+            "inter_node: {bandwidth_GB_s: 1, latency_us: 1}\n",
+            "intra_node.bandwidth_GB_s must be at most 100,000",
+        ),
+        (
+            "gpus_per_node: 4\nintra_node: {bandwidth_GB_s: 1, latency_us: 1}\n"
+            "inter_node: {bandwidth_GB_s: 1, latency_us: 1, transport: tcp, "
+            "payload_bytes: 1000000}\n",
+            "payload_bytes must be at most 65,536",
+        ),
+    ],
+)
+def test_a_profile_is_read_strictly(tmp_path, text, message):
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=message):
+        load_profile(str(path))

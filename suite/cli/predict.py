@@ -20,6 +20,7 @@ from dpsuite.analysis.scaling.allreduce_cost import (
 from dpsuite.analysis.scaling.fit import Fit
 from dpsuite.analysis.scaling.options import ModelOptions
 from dpsuite.analysis.scaling.profiles import Profile
+from dpsuite.cli import predict_bounds
 from dpsuite.cli.args import ArgParser, finite
 from dpsuite.errors import UserError
 
@@ -64,7 +65,9 @@ def _add_planning(group: argparse._ArgumentGroup) -> None:
 
 def _add_model_terms(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
-        "--workers", help="worker counts to predict at, e.g. 8,16,96 (default: powers of two)"
+        "--workers",
+        help="worker counts to predict at, e.g. 8,16,96 (default: powers of two from "
+        "--baseline-workers)",
     )
     group.add_argument(
         "--baseline-workers",
@@ -123,12 +126,16 @@ def _add_measured_terms(group: argparse._ArgumentGroup) -> None:
 
 def run(args: list[str]) -> int:
     """`dpsuite predict ARGS`: the exit status."""
-    a = parser().parse_args(args)
+    p = parser()
+    a = p.parse_args(args)
     opts = _checked(a)
     if a.published:
+        predict_bounds.published_extras(a, p)
         print(output.format_published(published.published_table()))
         return 0
-    workers = _worker_counts(a.workers, a.max_workers)
+    workers = _worker_counts(a.workers, a.max_workers, a.baseline_workers)
+    if a.out:
+        predict_bounds.check_out(a.out)
     if a.results_dir is not None and not Path(a.results_dir).is_dir():
         raise UserError(f"results directory not found: {a.results_dir}")
     profile = profiles.load_profile(a.profile) if a.profile else None
@@ -142,9 +149,13 @@ def run(args: list[str]) -> int:
         fits = _fitted(a, opts, profile)
     fits = [options.input_rate(one, opts) for one in fits]
     for one in fits:
+        predict_bounds.check_step(one.model.compute.step_s(a.batch), a.batch, one.workload)
+    if a.out:
+        predict_bounds.make_out(a.out)
+    for one in fits:
         print(output.format_fit(one, a.batch, workers, a.baseline_workers))
     if a.out:
-        output.write_fits(fits, a.out, a.batch, workers, a.baseline_workers)
+        _write(fits, a, workers)
         print(f"wrote {a.out}/predictions.csv, validation.csv, models.csv")
     return 0
 
@@ -152,10 +163,7 @@ def run(args: list[str]) -> int:
 def _checked(a: argparse.Namespace) -> ModelOptions:
     """What can be checked before anything is read, each flag on its own; the model's options
     the flags give."""
-    if a.batch < 1 or a.max_workers < 1:
-        raise UserError("--batch and --max-workers must be >= 1")
-    if a.baseline_workers < 1:
-        raise UserError(f"--baseline-workers must be >= 1, got {a.baseline_workers}")
+    predict_bounds.check_numbers(a)
     if a.nccl_channels is not None and (a.profile is None or a.published):
         raise UserError("--nccl-channels goes with --profile (planning a workload on it)")
     if a.nccl_version is not None:
@@ -205,17 +213,27 @@ def _algorithm_names(text: str | None) -> tuple[str, ...]:
     return names
 
 
-def _worker_counts(text: str | None, max_workers: int) -> list[int]:
-    """``--workers 8,16,96``, or the model's default counts up to ``max_workers``."""
+def _worker_counts(text: str | None, max_workers: int, baseline: int) -> list[int]:
+    """``--workers 8,16,96``, or the model's default counts from ``baseline`` up to
+    ``max_workers``; none below the baseline."""
     if text is None:
-        return options.default_worker_counts(max_workers)
-    try:
-        counts = sorted({int(w) for w in text.split(",") if w.strip()})
-    except ValueError:
-        raise UserError(f"--workers: comma-separated whole numbers, got {text!r}") from None
-    if not counts or counts[0] < 1:
-        raise UserError(f"--workers: worker counts must be >= 1, got {text!r}")
+        if baseline > max_workers:
+            raise UserError(
+                f"--baseline-workers {baseline} is more than --max-workers {max_workers}"
+            )
+        counts = options.default_worker_counts(max_workers)
+        return sorted({baseline} | {w for w in counts if w >= baseline})
+    counts = predict_bounds.worker_counts(text)
+    predict_bounds.check_baseline(baseline, counts)
     return counts
+
+
+def _write(fits: list[Fit], a: argparse.Namespace, workers: list[int]) -> None:
+    """The predictions under ``--out``: a failure to write them is one line."""
+    try:
+        output.write_fits(fits, a.out, a.batch, workers, a.baseline_workers)
+    except OSError as exc:
+        raise UserError(f"--out {a.out}: cannot write: {exc.strerror or exc}") from None
 
 
 def _planned(a: argparse.Namespace, opts: ModelOptions, profile: Profile | None) -> Fit:
@@ -226,6 +244,7 @@ def _planned(a: argparse.Namespace, opts: ModelOptions, profile: Profile | None)
         raise UserError(f"--workload {a.workload}: give the RESULTS_DIR whose runs counted it")
     runs = results.load(a.results_dir) if a.workload else None
     planned = plan.resolve_workload(runs, a.workload, a.params, a.flops_per_sample)
+    predict_bounds.check_buckets(planned.params, a.bucket_mb)
     lib = options.profile_library(opts, profile.nccl_ll128)
     node = options.node_runs(opts)
     if node is not None:

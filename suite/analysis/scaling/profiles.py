@@ -10,7 +10,8 @@ headers take their share of the line rate: ``network_payload``), ``nccl_ll128`` 
 its LL128 protocol there: Volta/Ampere on NVLink), an optional ``reduce_GB_s`` (the
 reduction's rate, for gloo), optional ``sm_count`` (the GPU's streaming multiprocessors) and
 ``nccl_channels`` (the channels NCCL's all-reduce uses on one node: one SM each while it runs)
-and ``sources``.
+and ``sources``. A profile is read strictly: a key given twice, a key not among these, or a number
+outside its range (``BOUNDS``) is an error.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from typing import Any
 
 import yaml
 
+from dpsuite.analysis.scaling import strict_yaml
 from dpsuite.analysis.scaling.network_payload import Framing, framing
 from dpsuite.analysis.scaling.topology import Link, Topology
-from dpsuite.errors import UserError
+from dpsuite.errors import UserError, did_you_mean
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
 
@@ -72,7 +74,7 @@ def load_profile(name_or_path: str) -> Profile:
             "or give the path of a profile file)"
         )
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = strict_yaml.load(path.read_text())
         return _parse(raw, path.stem)
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
         detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
@@ -80,6 +82,50 @@ def load_profile(name_or_path: str) -> Profile:
 
 
 LINK_KINDS = ("nvlink", "pci", "net")
+PROFILE_KEYS = (
+    "name",
+    "description",
+    "gpus_per_node",
+    "nccl_ll128",
+    "sm_count",
+    "nccl_channels",
+    "peak_tflops",
+    "reduce_GB_s",
+    "intra_node",
+    "inter_node",
+    "sources",
+)
+LINK_KEYS = ("kind", "link", "bandwidth_GB_s", "latency_us", "transport", "payload_bytes")
+# Each number's sane range, so a typo is an error rather than a prediction: (low, high).
+BOUNDS = {
+    "gpus_per_node": (1, 1024),  # an NVLink domain (NVL72) is 72; 1024 leaves room, 1e8 is a typo
+    "sm_count": (1, 1024),  # the largest GPUs have under 200 SMs
+    "nccl_channels": (1, 1024),  # at most one per SM
+    "payload_bytes": (1, 65_536),  # a jumbo frame is 9000 bytes, an IP packet at most 64 KiB
+    "bandwidth_GB_s": (0, 100_000),  # 100 TB/s: a hundred times NVLink 5's 900 GB/s
+    "latency_us": (0, 1_000_000),  # a hop of over a second is no cluster network
+    "peak_tflops": (0, 100_000),  # ten times the largest per-GPU peak (low precision, sparse)
+    "reduce_GB_s": (0, 100_000),  # a reduction faster than any memory is a typo
+}
+
+
+def _known_keys(raw: dict[Any, Any], keys: tuple[str, ...], where: str = "") -> None:
+    """Every key of ``raw`` one of ``keys``: a misspelt optional key is an error, not ignored."""
+    for key in raw:
+        if key not in keys:
+            prefix = f"{where}." if where else ""
+            hint = did_you_mean(str(key), keys, prefix)
+            raise ValueError(f"unknown key {prefix}{key}{hint}")
+
+
+def _bounded(value: float, key: str, where: str) -> float:
+    low, high = BOUNDS[key]
+    shown = f"{value:,}" if isinstance(value, int) else f"{value:g}"
+    if value > high:
+        raise ValueError(f"{where} must be at most {high:,}, got {shown}")
+    if value < low:
+        raise ValueError(f"{where} must be at least {low:,}, got {shown}")
+    return value
 
 
 def _finite(value: Any, where: str) -> float:
@@ -89,11 +135,16 @@ def _finite(value: Any, where: str) -> float:
     return float(value)
 
 
-def _link(raw: dict[str, Any], where: str, kind: str) -> Link:
+def _link(raw: Any, where: str, kind: str) -> Link:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where} is a mapping of keys ({', '.join(LINK_KEYS)})")
+    _known_keys(raw, LINK_KEYS, where)
     bandwidth = _finite(raw["bandwidth_GB_s"], f"{where}.bandwidth_GB_s")
     latency = _finite(raw["latency_us"], f"{where}.latency_us")
     if bandwidth <= 0 or latency < 0:
         raise ValueError(f"{where}: bandwidth_GB_s must be > 0 and latency_us >= 0")
+    _bounded(bandwidth, "bandwidth_GB_s", f"{where}.bandwidth_GB_s")
+    _bounded(latency, "latency_us", f"{where}.latency_us")
     kind = str(raw.get("kind", kind))
     if kind not in LINK_KINDS:
         raise ValueError(f"{where}: kind must be one of {', '.join(LINK_KINDS)}, got {kind}")
@@ -124,23 +175,24 @@ def _count(raw: dict[str, Any], key: str) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{key} must be an integer >= 1, got {value!r}")
-    return value
+    return int(_bounded(value, key, key))
 
 
 def _parse(raw: Any, stem: str) -> Profile:
     if not isinstance(raw, dict):
         raise ValueError("a profile is a mapping of keys")
-    gpus = raw["gpus_per_node"]
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise ValueError(f"gpus_per_node must be an integer >= 1, got {gpus!r}")
-    peaks = {
-        str(k): _finite(v, f"peak_tflops.{k}") for k, v in (raw.get("peak_tflops") or {}).items()
-    }
-    if any(v <= 0 for v in peaks.values()):
-        raise ValueError("peak_tflops must be > 0")
-    reduce_rate = float(raw.get("reduce_GB_s", 0) or 0)
+    _known_keys(raw, PROFILE_KEYS)
+    gpus = _count(raw, "gpus_per_node")
+    if gpus is None:
+        raise KeyError("gpus_per_node")
+    peaks = _peaks(raw.get("peak_tflops") or {})
+    reduce_rate = _finite(raw.get("reduce_GB_s", 0) or 0, "reduce_GB_s")
     if reduce_rate < 0:
         raise ValueError("reduce_GB_s must be >= 0")
+    _bounded(reduce_rate, "reduce_GB_s", "reduce_GB_s")
+    ll128 = raw.get("nccl_ll128", False)
+    if not isinstance(ll128, bool):
+        raise ValueError(f"nccl_ll128 must be true or false, got {ll128!r}")
     topology = Topology(
         intra=_link(raw["intra_node"], "intra_node", "pci"),
         inter=_link(raw["inter_node"], "inter_node", "net"),
@@ -153,10 +205,22 @@ def _parse(raw: Any, stem: str) -> Profile:
         topology=topology,
         peak_tflops=peaks,
         sources=tuple(str(s) for s in raw.get("sources") or ()),
-        nccl_ll128=bool(raw.get("nccl_ll128", False)),
+        nccl_ll128=ll128,
         sm_count=_count(raw, "sm_count"),
         nccl_channels=_check_channels(_count(raw, "nccl_channels"), _count(raw, "sm_count")),
     )
+
+
+def _peaks(raw: Any) -> dict[str, float]:
+    """``peak_tflops``: TFLOP/s per GPU at each precision, each > 0."""
+    if not isinstance(raw, dict):
+        raise ValueError("peak_tflops is a mapping of precision to TFLOP/s")
+    peaks = {str(k): _finite(v, f"peak_tflops.{k}") for k, v in raw.items()}
+    if any(v <= 0 for v in peaks.values()):
+        raise ValueError("peak_tflops must be > 0")
+    for k, v in peaks.items():
+        _bounded(v, "peak_tflops", f"peak_tflops.{k}")
+    return peaks
 
 
 def _check_channels(channels: int | None, sms: int | None) -> int | None:
