@@ -61,7 +61,9 @@ def test_the_estimate_of_gpt2_xl_counts_weights_gradients_momentum_and_buckets(t
         assert est.parts[part] == weights
     assert est.activation_rule == "transformer"
     assert est.total == 2 * est.per_rank > 23 * GIB
-    assert spec.memory_estimate == est.per_rank  # what run.json records
+    # what run.json records: the same, but for the import footprint, which is this process's
+    # resident set at the time (other tests in the process move it)
+    assert abs(spec.memory_estimate - est.per_rank) < GIB
 
 
 def test_checks_memory_false_starts_a_run_that_does_not_fit(tmp_path, host_of_23_gib):

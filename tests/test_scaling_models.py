@@ -39,7 +39,9 @@ def test_part_overrides_reach_only_their_part():
 
 
 def test_gpu_sizes_are_the_benchmarks_batches(tmp_path):
-    (gpt2,) = planned("scaling_models_gpt2", [f"results_dir={tmp_path}"], writing=False)
+    # the GPU preset planned on this CPU host: its memory is not what the preset is sized for
+    args = ["checks.memory=false", f"results_dir={tmp_path}"]
+    (gpt2,) = planned("scaling_models_gpt2", args, writing=False)
     specs = list(gpt2.specs.values())
     assert [s.workers for s in specs] == [1, 2, 4, 8]
     assert {s.per_worker_batch for s in specs} == {12} and specs[0].cfg.precision == "bf16"

@@ -43,12 +43,14 @@ import torch
 from torch import nn
 
 from dpsuite.workloads.base import Workload
+from dpsuite.workloads.contained import Escaped, call_contained
 
 TRANSFORMER_WIDTH_FACTOR = 18  # elements saved per token per block, per unit of width
 # Logits, their log-softmax (saved by cross-entropy), and in backward the gradients of both.
 LOGIT_COPIES = 4
 EVAL_COPIES = 4  # an evaluation forward: a layer's input, output and workspace, at its largest
 DATA_ELEMENT_BYTES = 4  # float32 inputs (uint8 images are counted high)
+META_LIMIT_S = 60.0  # a model built, and run once, on the meta device allocates nothing
 
 
 @dataclass(frozen=True)
@@ -70,13 +72,20 @@ class MemoryEstimate:
 
 
 def parameter_count(workload: Workload) -> int:
-    """The model's parameters, computed from the config or counted on the meta device."""
+    """The model's parameters, computed from the config or counted on the meta device (0 when
+    the workload's own code cannot build it: its run fails, and says why, when it loads)."""
     dims = getattr(workload.config, "dims", None)
     if callable(dims):
         return dims().parameters
-    with torch.device("meta"):
-        model = workload.build_model()
-    return sum(p.numel() for p in model.parameters())
+
+    def count() -> int:
+        with torch.device("meta"):  # a thread's own mode: entered in the contained thread
+            return sum(p.numel() for p in workload.build_model().parameters())
+
+    try:
+        return call_contained(count, META_LIMIT_S, "meta-model")
+    except Escaped:
+        return 0
 
 
 def transformer_activation_elements(dims, batch: int) -> int:
@@ -92,17 +101,23 @@ def transformer_activation_elements(dims, batch: int) -> int:
 
 def _meta_forward(workload: Workload, batch: int, hooks) -> torch.Tensor | None:
     """One forward pass at ``batch`` on the meta device inside ``hooks`` (None: cannot)."""
-    shape = workload.sample_shape()
-    if shape is None:
-        return None
-    try:
-        with torch.device("meta"):
+
+    def forward() -> torch.Tensor | None:
+        shape = workload.sample_shape()
+        if shape is None:
+            return None
+        with torch.device("meta"):  # the device mode and autograd's hooks are per thread
             model = workload.build_model()
             x = torch.zeros(batch, *shape)
         with hooks(model):
             return model(x)
-    except (RuntimeError, NotImplementedError, TypeError, ValueError):
-        return None  # an op without a meta kernel: no estimate rather than no run
+
+    # A workload's own code runs contained: whatever it raises or however it exits (an op
+    # without a meta kernel, a plugin's sys.exit), there is no estimate rather than no run.
+    try:
+        return call_contained(forward, META_LIMIT_S, "meta-forward")
+    except Escaped:
+        return None
 
 
 def measured_activation_bytes(workload: Workload, batch: int) -> int | None:
