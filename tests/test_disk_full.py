@@ -29,7 +29,7 @@ def test_a_sweep_that_cannot_write_stops_with_one_line_and_keeps_what_it_measure
         f"results_dir={out}",
         "+hydra.callbacks.disk._target_=tests.probes.FileSizeLimit",
         "+hydra.callbacks.disk.at_job=2",
-        "+hydra.callbacks.disk.max_bytes=3800",
+        "+hydra.callbacks.disk.max_bytes=4700",
     )
     # (a) one line naming the file and the OS reason, non-zero exit, no traceback
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
