@@ -72,9 +72,12 @@ def dpsuite(tmp_path):
     return run
 
 
-def run_subprocess(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run `python -m dpsuite ...` as a user would, in a fresh interpreter."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def run_subprocess(
+    *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run `python -m dpsuite ...` as a user would, in a fresh interpreter (``env``: variables
+    set on top of this process's)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "dpsuite", *args],
         capture_output=True,

@@ -14,7 +14,7 @@ import pytest
 
 from dpsuite.runtime import distributed
 from dpsuite.workloads.contained import Escaped, call_contained
-from tests.conftest import REPO, read_run
+from tests.conftest import read_run, run_subprocess
 
 # A workload whose `load_data` / `build_model` misbehave as `workload.mode` says.
 HOSTILE_MODULE = '''
@@ -103,20 +103,11 @@ def site(tmp_path_factory) -> Path:
 def dpsuite(site: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     """`python -m dpsuite ARGS` with the plugins installed (a hang fails at ``timeout``)."""
     env = {
-        **os.environ,
-        "PYTHONUNBUFFERED": "1",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(site / "site"), os.getenv("PYTHONPATH")])),
         "MARK_DIR": str(site / "marks"),
         "DPSUITE_PLUGIN_IMPORT_TIMEOUT_S": str(IMPORT_LIMIT_S),
     }
-    return subprocess.run(
-        [sys.executable, "-m", "dpsuite", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-        env=env,
-    )
+    return run_subprocess(*args, timeout=timeout, env=env)
 
 
 def runs_by_mode(results: Path) -> dict[str, dict]:
