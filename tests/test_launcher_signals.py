@@ -24,11 +24,26 @@ SETUP_TIMEOUT_S = 180.0
 
 
 def session(sid: int) -> list[str]:
-    """Every process of the run's session (they all stay in it): 'pid args' lines."""
-    out = subprocess.run(
-        ["ps", "-o", "pid=,args=", "-s", str(sid)], capture_output=True, text=True
-    ).stdout
-    return [line.strip() for line in out.splitlines() if line.strip()]
+    """Every process of the run's session (they all stay in it): 'pid args' lines.
+
+    Read from /proc rather than `ps`, whose lines are cut at $COLUMNS (80 where CI sets it): a
+    longer checkout path pushed "multiprocessing.forkserver" past the cut."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue  # it ended while we looked
+        # The command name in field 2 may hold spaces and parentheses: split after the last ')'.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[3]) == sid:  # fields 3.. are state, ppid, pgrp, session
+            # A zombie has no command line: its name, from field 2, stands in.
+            args = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
+            found.append(f"{proc.name} {args or stat[stat.index('(') : stat.rindex(')') + 1]}")
+    return found
 
 
 def forkserver_in(processes: list[str]) -> bool:
