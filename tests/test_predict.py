@@ -311,8 +311,8 @@ def test_published_table(dpsuite, capsys):
     assert dpsuite("predict", "--published") == 0
     out = capsys.readouterr().out
     assert out.startswith(
-        "| result | hardware | GPUs | data | published | bound | without NCCL's SMs | predicted "
-        "| points | terms |"
+        "| result | hardware | GPUs | data | published | bound | without NCCL's SMs "
+        "| estimate or bound | points | terms |"
     )
     assert "| Horovod, VGG-16, 512 GPUs | `horovod-pascal-25gbe` | 512 | not stated | 68.0 %" in out
     assert "| `dgx1-v100` | 8 | dali-cpu @ 46ff3707 | 96.8 % |" in out

@@ -131,7 +131,10 @@ def run(args: list[str]) -> int:
     opts = _checked(a)
     if a.published:
         predict_bounds.published_extras(a, p)
-        print(output.format_published(published.published_table()))
+        table = published.published_table()
+        print(output.format_published(table))
+        print()
+        print(output.format_published_skill(table))
         return 0
     workers = _worker_counts(a.workers, a.max_workers, a.baseline_workers)
     if a.out:

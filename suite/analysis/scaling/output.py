@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dpsuite.analysis.scaling import leave_last_out, skill
 from dpsuite.analysis.scaling.allreduce_cost import NCCL_MODEL_VERSION
 from dpsuite.analysis.scaling.fit import Fit
 from dpsuite.analysis.scaling.topology import Link
@@ -85,6 +86,7 @@ def format_validation(validation: pd.DataFrame) -> list[str]:
 def format_fit(fit: Fit, batch: int, workers: list[int], baseline: int = 1) -> str:
     lines = [f"== {fit.hardware} / {fit.workload}", *describe_model(fit)]
     lines += format_validation(fit.validation)
+    lines += skill.format_validation_skill(fit.validation)
     reach = (
         f"validated up to {fit.model.validated_max} workers"
         if not fit.validation.empty
@@ -117,7 +119,9 @@ PUBLISHED_COLUMNS = {
     "published": lambda r: f"{100 * r.published_efficiency:.1f} %",
     "bound": lambda r: f"{100 * r.bound:.1f} %",
     "without NCCL's SMs": lambda r: f"{100 * r.without_sm_share:.1f} %",
-    "predicted": lambda r: f"{100 * r.predicted_efficiency:.1f} %",
+    "estimate or bound": lambda r: (
+        f"{'≤ ' if r.kind == 'bound' else ''}{100 * r.predicted_efficiency:.1f} %"
+    ),
     "points": lambda r: f"{r.difference_points:+.1f}",
     "terms": lambda r: r.terms,
 }
@@ -129,6 +133,33 @@ def format_published(table: pd.DataFrame) -> str:
     for r in table.itertuples():
         lines.append(f"| {' | '.join(cell(r) for cell in PUBLISHED_COLUMNS.values())} |")
     return "\n".join(lines)
+
+
+BOUND_LEGEND = (
+    "≤ x %: a bound: a bound is at most this efficiency (nothing measured beyond compute), "
+    "not a prediction; its distance from the published value says how loose it is"
+)
+
+
+def format_published_skill(table: pd.DataFrame) -> str:
+    """The published check scored against the two trivial forecasts, then leave-last-out on
+    the tables with two or more smaller counts."""
+    scored = skill.skill_by_family(skill.published_skill_rows(table))
+    held_out = skill.skill_by_family(leave_last_out.leave_last_out_table())
+    return "\n".join(
+        [
+            BOUND_LEGEND,
+            "",
+            "skill: mean |error| in efficiency points of the model (its estimate, or its bound),",
+            "a constant (the mean efficiency of the counts the row was given, baseline 1.0",
+            "included) and efficiency that stays what it was at the largest of those counts:",
+            skill.format_skill(scored),
+            "",
+            "leave-last-out: each table with two or more smaller counts, the model given the",
+            "largest smaller count's efficiency, its largest count predicted:",
+            leave_last_out.format_leave_last_out(held_out),
+        ]
+    )
 
 
 def format_published_summary(table: pd.DataFrame, tolerance: float) -> str:

@@ -20,6 +20,7 @@ from dpsuite.analysis.scaling.allreduce_cost import Library
 from dpsuite.analysis.scaling.compute import from_throughput
 from dpsuite.analysis.scaling.model import GRAD_DTYPE_BYTES, MIB, Overheads, ScalingModel
 from dpsuite.analysis.scaling.profiles import Profile, load_profile
+from dpsuite.analysis.scaling.skill import trivial_forecasts
 
 PUBLISHED = Path(__file__).with_name("published.yaml")
 TENSORS = Path(__file__).with_name("published_tensors.yaml")
@@ -74,6 +75,12 @@ def _measured_overheads(entry: dict) -> Overheads:
     if not 1 < workers < int(entry["workers"]):
         raise ValueError(f"{entry['label']}: measured_efficiency must be at fewer GPUs")
     return Overheads(node_efficiency=float(measured["efficiency"]), node_workers=workers)
+
+
+def _given(entry: dict) -> dict[int, float]:
+    """The efficiencies below the row's count that its prediction is given (count → value)."""
+    measured = entry.get("measured_efficiency")
+    return {int(measured["workers"]): float(measured["efficiency"])} if measured else {}
 
 
 def _channels(entry: dict, profile: Profile) -> int | None:
@@ -174,6 +181,7 @@ def published_table(path: Path = PUBLISHED) -> pd.DataFrame:
                 "without_sm_share": _efficiency(_variant(model, sm_share=False), entry),
                 "predicted_efficiency": predicted,
                 "difference_points": 100 * (predicted - float(entry["published_efficiency"])),
+                **trivial_forecasts(_given(entry)),
                 **_terms(model, entry),
                 "data": _data(entry),
             }
