@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dpsuite.analysis.scaling import leave_last_out, skill
+from dpsuite.analysis.scaling import leave_last_out, skill, term_shares
 from dpsuite.analysis.scaling.allreduce_cost import NCCL_MODEL_VERSION
 from dpsuite.analysis.scaling.fit import Fit
 from dpsuite.analysis.scaling.topology import Link
@@ -106,6 +106,8 @@ def format_fit(fit: Fit, batch: int, workers: list[int], baseline: int = 1) -> s
             + f"  {r.samples_per_s:11,.0f} samples/s  efficiency {100 * r.efficiency:5.1f} %"
             + ("  input-bound" if r.input_bound else "")
         )
+    if workers:
+        lines.append(term_shares.format_terms(fit.model, max(workers), batch))
     return "\n".join(lines)
 
 

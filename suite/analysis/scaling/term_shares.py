@@ -1,0 +1,52 @@
+"""Each term of one predicted step, its share of the step and where it comes from: measured
+(the user's runs or comm-bench), datasheet (a hardware profile) or assumed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dpsuite.analysis.scaling.model import ScalingModel
+
+
+@dataclass(frozen=True)
+class Term:
+    name: str
+    seconds: float
+    source: str
+
+
+def step_terms(model: ScalingModel, n: int, batch: int) -> list[Term]:
+    """The step's terms at ``n`` workers, each with its source; the ones that are zero left
+    out except compute and the wait for the slowest rank (whose absence is itself a caveat)."""
+    step, measured = model.step(n, batch), set(model.measured)
+    samples = len(model.overheads.step_samples)
+    wait_source = (
+        f"measured: expected slowest of {n} draws from {samples} recorded step times"
+        if samples >= 2
+        else "assumed 0: no per-rank step times recorded"
+    )
+    terms = [
+        Term("compute", step.compute_s, _source("compute" in measured, "assumed (MFU of peak)")),
+        Term("slowest-of-N wait", step.wait_s, wait_source),
+        Term("exposed all-reduce", step.exposed_s, _links(measured)),
+        Term("NCCL's SMs", step.slowed_s, "datasheet: NCCL's channels / the GPU's SMs"),
+        Term("carried overhead", step.overhead_s, "measured: node efficiency"),
+        Term("input wait", step.input_wait_s, "measured: input rate, given"),
+    ]
+    return [t for t in terms if t.seconds > 0 or t.name in ("compute", "slowest-of-N wait")]
+
+
+def _source(measured: bool, otherwise: str) -> str:
+    return "measured" if measured else otherwise
+
+
+def _links(measured: set[str]) -> str:
+    return "measured: comm-bench" if "links" in measured else "datasheet: the profile's links"
+
+
+def format_terms(model: ScalingModel, n: int, batch: int) -> str:
+    """One line: each term's share of the step at ``n`` workers and its source."""
+    terms = step_terms(model, n, batch)
+    total = sum(t.seconds for t in terms) or 1.0
+    parts = [f"{t.name} {100 * t.seconds / total:.1f} % ({t.source})" for t in terms]
+    return f"   terms at {n} workers, share of the step: " + "; ".join(parts)
