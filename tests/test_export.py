@@ -198,3 +198,57 @@ def test_nothing_to_export_is_one_line(dpsuite, tmp_path, capsys, fmt):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0].startswith("dpsuite: error: ") and "no runs to export" in err[0]
     assert err[1] == f"dpsuite: error: results directory not found: {tmp_path / 'missing'}"
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+def test_parquet_out_leaves_the_results_untouched_and_names_are_sql_friendly(
+    dpsuite, tree, tmp_path
+):
+    import pyarrow.parquet as pq
+
+    before = snapshot(tree)
+    for path in (tree, *[p for p in tree.rglob("*") if p.is_dir()]):
+        path.chmod(0o555)  # read-only (root ignores it: the snapshot checks instead)
+    try:
+        assert dpsuite("export", "parquet", str(tree), "--out", str(tmp_path / "pq")) == 0
+    finally:
+        for path in (tree, *[p for p in tree.rglob("*") if p.is_dir()]):
+            path.chmod(0o755)
+    assert snapshot(tree) == before
+    runs = pq.read_table(tmp_path / "pq" / "runs.parquet")
+    assert not [name for name in runs.schema.names if "." in name]
+    assert "config__workload__name" in runs.schema.names
+    loaded = results.load(tree)
+    assert runs.column("config__workload__name").to_pylist() == list(loaded["config.workload.name"])
+    # units survive the renaming
+    assert runs.schema.field("step_time_s").metadata[b"unit"] == b"s"
+
+
+def test_duckdb_over_a_nested_tree_counts_each_run_once(dpsuite, tree, capsys):
+    """A sweep exported on its own, then the whole tree: a glob over both would read the
+    sweep's runs twice, so the second export is refused until the first is removed; exporting
+    the sweep again after the root is refused the same way."""
+    duckdb = pytest.importorskip("duckdb", reason="the [dev] extra is not installed")
+    sweep = tree / next(iter(RUNS))
+    assert dpsuite("export", "parquet", str(sweep)) == 0
+    assert dpsuite("export", "parquet", str(tree)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"{sweep / 'runs.parquet'} is an earlier export" in err
+    assert not (tree / "runs.parquet").exists()
+
+    for name in ("runs", "epochs", "steps"):
+        (sweep / f"{name}.parquet").unlink()
+    assert dpsuite("export", "parquet", str(tree)) == 0
+    assert dpsuite("export", "parquet", str(sweep)) == 2  # the root's export holds its run
+    assert "is an earlier export of 1 of these runs" in capsys.readouterr().err
+    glob = (tree / "**" / "runs.parquet").as_posix()
+    counted = duckdb.sql(f"select count(*), count(distinct run_id) from read_parquet('{glob}')")
+    assert counted.fetchall() == [(len(RUNS), len(RUNS))]
+    # the config is queried without quoting
+    names = duckdb.sql(
+        f"select distinct config__workload__name from read_parquet('{glob}')"
+    ).fetchall()
+    assert {n for (n,) in names} == set(results.load(tree)["config.workload.name"])

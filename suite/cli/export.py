@@ -28,7 +28,9 @@ def parser() -> ArgParser:
     p.add_argument(
         "--out",
         help="tensorboard: the log directory (default RESULTS_DIR/tensorboard); wandb: where "
-        "its wandb/ directory goes (default RESULTS_DIR); parquet: always beside the results",
+        "its wandb/ directory goes (default RESULTS_DIR); parquet: the directory of its files "
+        "(default RESULTS_DIR); mlflow: the tracking URI or mlruns directory (default "
+        "RESULTS_DIR/mlruns)",
     )
     p.add_argument("--project", default="dpsuite", help="wandb: the project (default dpsuite)")
     return p
@@ -49,7 +51,7 @@ def export(args: list[str]) -> int:
     if a.format == "parquet":
         from dpsuite.results.export.parquet_files import export_parquet
 
-        written = export_parquet(root, runs)
+        written = export_parquet(root, runs, Path(a.out) if a.out else None)
         print("\n".join(f"wrote {path}" for path in written))
     elif a.format == "tensorboard":
         from dpsuite.results.export.tensorboard_files import export_tensorboard
