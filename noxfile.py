@@ -67,7 +67,7 @@ def install_suite(session: nox.Session, extras: str = "") -> None:
 def tests(session: nox.Session) -> None:
     """The test suite (unit, multi-process DDP, end to end, SLURM's main cases); slow stress
     tests and second-order cluster cases excluded. Each part ends with its slowest tests."""
-    install_suite(session, "[dev,slurm,parquet,tensorboard,wandb]")
+    install_suite(session, "[dev,slurm,parquet,tensorboard,wandb,mlflow]")
     # Two pytest-xdist workers: most tests wait (on worker processes, a deadline) about as long
     # as they compute. The tests on the test SLURM come after, in this process alone: beside
     # other tests its jobs' timings stretch (a cancelled job's run then races its own record),

@@ -48,7 +48,7 @@ def test_unknown_option_is_one_line(dpsuite, capsys):
         ("dpsuite run sync=p", {"sync=param_server", "sync=powersgd"}),
         ("dpsuite run lr_rule=linear_warmup lr_rule.war", {"lr_rule.warmup_epochs="}),
         ("dpsuite run --dr", {"--dry-run"}),
-        ("dpsuite export ", {"parquet", "tensorboard", "wandb"}),
+        ("dpsuite export ", {"parquet", "tensorboard", "wandb", "mlflow"}),
         ("dpsuite compare --fa", {"--fail-below"}),
         ("python -m dpsuite rep", {"report"}),
     ],

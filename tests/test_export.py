@@ -1,5 +1,6 @@
-"""`dpsuite export parquet|tensorboard|wandb`: real runs (two of the reference results) read back
-with pandas, TensorBoard's own event reader and W&B's offline run files; all offline."""
+"""`dpsuite export parquet|tensorboard|wandb|mlflow`: real runs (two of the reference results)
+read back with pandas and DuckDB, TensorBoard's own event reader, W&B's offline run files and
+MLflow's client; all offline."""
 
 from __future__ import annotations
 
@@ -110,6 +111,71 @@ def test_wandb_offline_runs(dpsuite, tree, tmp_path, monkeypatch):
             assert name.encode() in blob, name
 
 
+def test_mlflow_runs_read_back_with_mlflows_client(dpsuite, tree, tmp_path, monkeypatch, capsys):
+    """Params (the whole config), metric histories by step, final metrics, fingerprint tags and
+    run.json, read back offline from a local store by MLflow's own client."""
+    pytest.importorskip("mlflow", reason="the [mlflow] extra is not installed")
+    from mlflow import MlflowClient
+
+    from dpsuite.results.export.tree import flatten
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    store = tmp_path / "mlruns"
+    for _ in range(2):  # exporting again replaces the runs, never adds copies
+        assert dpsuite("export", "mlflow", str(tree), "--out", str(store)) == 0
+    assert "wrote 2 runs to experiment dpsuite" in capsys.readouterr().out
+    client = MlflowClient(tracking_uri=store.as_uri())
+    experiment = client.get_experiment_by_name("dpsuite")
+    mlruns = client.search_runs([experiment.experiment_id])
+    assert sorted(r.info.run_name for r in mlruns) == sorted(RUNS.values())
+    for group, run_id in RUNS.items():
+        (mlrun,) = [r for r in mlruns if r.info.run_name == run_id]
+        record = results.read_json(tree / group / run_id / "run.json")
+        config = {k: "null" if v is None else str(v) for k, v in flatten(record["config"]).items()}
+        assert {k: mlrun.data.params[k] for k in config} == config
+        assert mlrun.data.params["global_batch"] == str(record["global_batch"])
+        tags = mlrun.data.tags
+        assert tags["hardware.tag"] == record["hardware"]["tag"]
+        assert tags["hardware.machine_id"] == str(record["hardware"]["machine_id"])
+        assert (tags["dpsuite.group"], tags["dpsuite.status"]) == (group, "complete")
+        assert mlrun.info.status == "FINISHED"
+        epochs = results.load_epochs(tree / group / run_id)
+        history = client.get_metric_history(mlrun.info.run_id, "epochs/eval_acc")
+        assert [(m.step, m.value) for m in sorted(history, key=lambda m: m.step)] == list(
+            zip(epochs["step"].astype(int), epochs["eval_acc"].astype(float), strict=True)
+        )
+        steps = results.load_steps(tree / group / run_id)
+        timed = client.get_metric_history(mlrun.info.run_id, "steps/step_time_s")
+        assert len(timed) == steps["step_time_s"].notna().sum() > 0
+        final = record["metrics"]["final_eval_acc"]
+        assert mlrun.data.metrics["final/final_eval_acc"] == pytest.approx(final)
+        artifacts = [a.path for a in client.list_artifacts(mlrun.info.run_id)]
+        assert artifacts == ["run.json"]
+
+
+def test_mlflow_attaches_a_report_and_fails_in_one_line(dpsuite, tree, tmp_path, capsys):
+    pytest.importorskip("mlflow", reason="the [mlflow] extra is not installed")
+    from mlflow import MlflowClient
+
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "index.md").write_text("# report\n")
+    store = tmp_path / "mlruns"
+    args = ["export", "mlflow", str(tree), "--out", str(store), "--project", "mine"]
+    assert dpsuite(*args, "--report", str(report)) == 0
+    client = MlflowClient(tracking_uri=store.as_uri())
+    (mlrun, _) = client.search_runs([client.get_experiment_by_name("mine").experiment_id])
+    assert [a.path for a in client.list_artifacts(mlrun.info.run_id, "report")] == [
+        "report/index.md"
+    ]
+    capsys.readouterr()
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the store would go")
+    assert dpsuite("export", "mlflow", str(tree), "--out", str(blocked)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("dpsuite: error: cannot export to MLflow"), err
+
+
 def wandb_records(path: Path):
     """The records of a W&B run file (its LevelDB-style log of protobuf records: 32 KiB
     blocks, each record chunk with a 7-byte header; chunk kinds full, first, middle, last)."""
@@ -180,7 +246,9 @@ def test_a_copied_run_is_not_exported_twice(dpsuite, tree):
     assert set(pd.read_parquet(tree / "epochs.parquet")["run_id"]) == set(RUNS.values())
 
 
-@pytest.mark.parametrize("fmt,package", [("tensorboard", "tensorboard"), ("wandb", "wandb")])
+@pytest.mark.parametrize(
+    "fmt,package", [("tensorboard", "tensorboard"), ("wandb", "wandb"), ("mlflow", "mlflow")]
+)
 def test_a_missing_package_names_its_extra(dpsuite, tree, capsys, monkeypatch, fmt, package):
     monkeypatch.setitem(sys.modules, package, None)  # as if it were not installed
     assert dpsuite("export", fmt, str(tree)) == 2
@@ -190,7 +258,7 @@ def test_a_missing_package_names_its_extra(dpsuite, tree, capsys, monkeypatch, f
     assert f"dpsuite[{package}]" in err
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "tensorboard", "wandb"])
+@pytest.mark.parametrize("fmt", ["parquet", "tensorboard", "wandb", "mlflow"])
 def test_nothing_to_export_is_one_line(dpsuite, tmp_path, capsys, fmt):
     (tmp_path / "empty").mkdir()
     assert dpsuite("export", fmt, str(tmp_path / "empty")) == 2
@@ -198,3 +266,57 @@ def test_nothing_to_export_is_one_line(dpsuite, tmp_path, capsys, fmt):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0].startswith("dpsuite: error: ") and "no runs to export" in err[0]
     assert err[1] == f"dpsuite: error: results directory not found: {tmp_path / 'missing'}"
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+def test_parquet_out_leaves_the_results_untouched_and_names_are_sql_friendly(
+    dpsuite, tree, tmp_path
+):
+    import pyarrow.parquet as pq
+
+    before = snapshot(tree)
+    for path in (tree, *[p for p in tree.rglob("*") if p.is_dir()]):
+        path.chmod(0o555)  # read-only (root ignores it: the snapshot checks instead)
+    try:
+        assert dpsuite("export", "parquet", str(tree), "--out", str(tmp_path / "pq")) == 0
+    finally:
+        for path in (tree, *[p for p in tree.rglob("*") if p.is_dir()]):
+            path.chmod(0o755)
+    assert snapshot(tree) == before
+    runs = pq.read_table(tmp_path / "pq" / "runs.parquet")
+    assert not [name for name in runs.schema.names if "." in name]
+    assert "config__workload__name" in runs.schema.names
+    loaded = results.load(tree)
+    assert runs.column("config__workload__name").to_pylist() == list(loaded["config.workload.name"])
+    # units survive the renaming
+    assert runs.schema.field("step_time_s").metadata[b"unit"] == b"s"
+
+
+def test_duckdb_over_a_nested_tree_counts_each_run_once(dpsuite, tree, capsys):
+    """A sweep exported on its own, then the whole tree: a glob over both would read the
+    sweep's runs twice, so the second export is refused until the first is removed; exporting
+    the sweep again after the root is refused the same way."""
+    duckdb = pytest.importorskip("duckdb", reason="the [dev] extra is not installed")
+    sweep = tree / next(iter(RUNS))
+    assert dpsuite("export", "parquet", str(sweep)) == 0
+    assert dpsuite("export", "parquet", str(tree)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"{sweep / 'runs.parquet'} is an earlier export" in err
+    assert not (tree / "runs.parquet").exists()
+
+    for name in ("runs", "epochs", "steps"):
+        (sweep / f"{name}.parquet").unlink()
+    assert dpsuite("export", "parquet", str(tree)) == 0
+    assert dpsuite("export", "parquet", str(sweep)) == 2  # the root's export holds its run
+    assert "is an earlier export of 1 of these runs" in capsys.readouterr().err
+    glob = (tree / "**" / "runs.parquet").as_posix()
+    counted = duckdb.sql(f"select count(*), count(distinct run_id) from read_parquet('{glob}')")
+    assert counted.fetchall() == [(len(RUNS), len(RUNS))]
+    # the config is queried without quoting
+    names = duckdb.sql(
+        f"select distinct config__workload__name from read_parquet('{glob}')"
+    ).fetchall()
+    assert {n for (n,) in names} == set(results.load(tree)["config.workload.name"])

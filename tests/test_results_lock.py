@@ -126,3 +126,20 @@ def test_ranks_that_join_a_run_do_not_take_the_lock(dpsuite, tmp_path, hold, mon
     }.items():
         monkeypatch.setenv(key, value)
     assert dpsuite("run", *SMALL, "train.max_steps=2", f"results_dir={res}") == 0
+
+
+def test_a_filelock_user_on_the_same_file_waits_for_the_holder(tmp_path, hold):
+    """The lock is filelock's native one: a tool that locks the directory with
+    ``filelock.FileLock`` contends with a dpsuite command (and gets it once the command ends)."""
+    import filelock
+
+    res = tmp_path / "res"
+    holder = hold(res)
+    other = filelock.FileLock(res / LOCK_FILE, timeout=0)
+    with pytest.raises(filelock.Timeout):
+        other.acquire()
+    holder.kill()
+    holder.wait()
+    with other:
+        assert not lock_is_free(res)
+    assert lock_is_free(res)

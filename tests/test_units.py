@@ -99,7 +99,9 @@ def test_parquet_columns_carry_their_units(dpsuite, tmp_path):
         b"unit": b"s",
         b"meaning": b"median step time (max across ranks per step)",
     }
-    assert fields.field("hardware.cpu_count").metadata[b"unit"] == b"count"
+    # nested names are exported with __ for SQL (hardware.cpu_count in dpsuite.results.load);
+    # the unit follows the renamed column
+    assert fields.field("hardware__cpu_count").metadata[b"unit"] == b"count"
     assert str(fields.field("started_at").type) == "timestamp[us, tz=UTC]"
     assert (
         pq.read_schema(tree / "epochs.parquet").field("eval_acc").metadata[b"unit"] == b"fraction"

@@ -287,8 +287,9 @@ COMMANDS = {
         Command(
             "export",
             _export,
-            "parquet|tensorboard|wandb RESULTS_DIR",
-            "a results tree as Parquet files, TensorBoard event files or offline W&B runs",
+            "parquet|tensorboard|wandb|mlflow RESULTS_DIR",
+            "a results tree as Parquet files, TensorBoard event files, offline W&B runs or "
+            "MLflow runs",
         ),
         Command("schema", _schema, "", "every results key and column: unit, type, range, meaning"),
     )

@@ -194,7 +194,7 @@ def join_existing(spec: RunSpec, ranks: Ranks) -> str:
     distributed.slurm_master_env()
     decision: list[Any] = [None, None]  # [skip, the attempt's directory], decided by rank 0
     attempt, writer = None, None
-    device = distributed.device_for(spec.device, ranks.local_rank)
+    device = distributed.device_for(spec.device, ranks.local_rank, ranks.local_world_size)
     # From `running` on, whatever stops this rank before run_rank (an error, an interrupt) is
     # recorded by the `try` below: nothing may sit between the two.
     if ranks.rank == 0:
@@ -262,7 +262,7 @@ def run_rank(
     """One rank's whole life: group, training, final status, clean teardown."""
     from dpsuite.engine.train import train
 
-    device = device or distributed.device_for(spec.device, ranks.local_rank)
+    device = device or distributed.device_for(spec.device, ranks.local_rank, ranks.local_world_size)
     if init_method is not None:
         distributed.init_group(spec.backend, ranks, init_method, spec.cfg.ddp.timeout_s, device)
     writer = None

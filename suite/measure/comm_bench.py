@@ -345,7 +345,7 @@ PLACEMENT = {
 def run_rank(spec: BenchSpec, ranks: Ranks, init_method: str, bench_dir: Path | None) -> None:
     """One rank of the benchmark; rank 0 prints the tables and writes the results."""
     torch.set_num_threads(spec.threads_per_worker)
-    device = distributed.device_for(spec.device, ranks.local_rank)
+    device = distributed.device_for(spec.device, ranks.local_rank, ranks.local_world_size)
     distributed.init_group(spec.backend, ranks, init_method, TIMEOUT_S, device)
     try:
         started = now_iso()

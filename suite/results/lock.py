@@ -1,9 +1,11 @@
 """One launching command per results directory: an exclusive lock held for the whole command.
 
 Two sweeps writing one results directory at once would race on its runs and its manifest. The
-process that starts a sweep or a run takes an exclusive, non-blocking ``flock`` on
-``RESULTS_DIR/.dpsuite.lock`` and keeps it until the command ends; a second command on the same
-directory is refused with one line naming the holder. The kernel drops the lock when its process
+process that starts a sweep or a run takes an exclusive, non-blocking lock on
+``RESULTS_DIR/.dpsuite.lock`` (``filelock``'s native lock over the file's descriptor: ``flock``
+on Unix) and keeps it until the command ends; a second command on the same directory is refused
+with one line naming the holder. filelock's soft (marker-file) locks are not used: a killed
+holder would leave a stale marker behind, whereas the kernel drops a native lock when its process
 ends, however it ends (SIGKILL included), so there is never a stale lock to remove by hand. The
 file itself stays (removing it would let two processes lock two different files); its content
 only says who held it last.
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import shutil
@@ -24,6 +25,8 @@ import socket
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+import filelock
 
 from dpsuite.errors import ResultsWriteError, UserError
 from dpsuite.results.store import SCRATCH_DIR, now_iso
@@ -89,9 +92,8 @@ def _hold(directory: Path, given: Path, command: str) -> Iterator[None]:
 def _try_lock(fd: int, path: Path) -> bool:
     """True when this process now holds the lock, False when another one does."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
+        if not filelock.lock_descriptor(fd, blocking=False):
+            return False
     except OSError as exc:
         if exc.errno not in UNSUPPORTED:
             raise ResultsWriteError(path, exc) from None

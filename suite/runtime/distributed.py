@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from dpsuite.errors import UserError
 from dpsuite.runtime import rendezvous
 from dpsuite.runtime.ranks import Ranks
 
@@ -64,11 +65,31 @@ def _slurm_master_defaults() -> None:
     env["RANK"], env["WORLD_SIZE"] = env["SLURM_PROCID"], env["SLURM_NTASKS"]
 
 
-def device_for(device: str, local_rank: int) -> torch.device:
+def device_for(device: str, local_rank: int, local_world_size: int) -> torch.device:
+    """This rank's device; a CUDA rank is bound to it (``torch.cuda.set_device``)."""
     if device == "cuda":
-        torch.cuda.set_device(local_rank)
-        return torch.device("cuda", local_rank)
+        index = cuda_index(local_rank, local_world_size)
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
     return torch.device("cpu")
+
+
+def cuda_index(local_rank: int, local_world_size: int) -> int:
+    """The visible GPU this rank uses. Under ``--gpus-per-task=1``, ``--gpu-bind`` or a
+    CUDA_VISIBLE_DEVICES per task, each rank sees one GPU: its device 0. When the node's ranks
+    share its GPUs (as many or more than ranks), one each: the local rank's. Fewer GPUs than
+    ranks has no right answer to guess."""
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if visible == 1:
+        return 0
+    if local_world_size <= visible and local_rank < visible:
+        return local_rank
+    raise UserError(
+        f"local rank {local_rank} of {local_world_size} sees {visible} GPUs "
+        f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')}, "
+        f"SLURM_GPUS_PER_TASK={os.environ.get('SLURM_GPUS_PER_TASK', '<unset>')}): give each "
+        "task one GPU (--gpus-per-task=1 or --gpu-bind) or each node one GPU per local rank"
+    )
 
 
 def init_group(

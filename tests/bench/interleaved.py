@@ -163,7 +163,7 @@ def over_budget(t0: float, budget_s: float) -> bool:
 def rank_main(local_rank: int, init_method: str, spec: RunSpec, plan: Plan, out: Path) -> None:
     """One rank: the run as `dpsuite run` sets it up, then the interleaved blocks."""
     ranks = Ranks(local_rank, spec.workers, local_rank, spec.workers)
-    device = dd.device_for(spec.device, local_rank)
+    device = dd.device_for(spec.device, local_rank, spec.workers)
     dd.init_group(spec.backend, ranks, init_method, spec.cfg.ddp.timeout_s, device)
     run = setup(spec, ranks, device, writer=None)
     calibrate(run)

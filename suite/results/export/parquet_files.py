@@ -1,10 +1,13 @@
 """`dpsuite export parquet`: runs, evaluations, steps and comm-bench results as Parquet files.
 
-Written beside the results: ``runs.parquet`` (``dpsuite.results.load``: one row per run),
-``epochs.parquet`` and ``steps.parquet`` (every run's epochs.csv and steps.csv, with ``run_id``
-and ``group``), ``comm_bench.parquet`` (``dpsuite.results.load_comm_bench``). Columns that mix
-types (a list in one run, a number in another) are written as JSON text. Every column the
-results schema describes carries its unit and meaning as Arrow field metadata.
+Written into one directory (the results tree's root, or ``--out``): ``runs.parquet``
+(``dpsuite.results.load``: one row per run), ``epochs.parquet`` and ``steps.parquet`` (every
+run's epochs.csv and steps.csv, with ``run_id`` and ``group``), ``comm_bench.parquet``
+(``dpsuite.results.load_comm_bench``). Nested names are joined with ``__`` instead of dots
+(``config__workload__name``), so SQL needs no quoting. Columns that mix types (a list in one
+run, a number in another) are written as JSON text. Every column the results schema describes
+carries its unit and meaning as Arrow field metadata. An export never overlaps another one:
+see ``parquet_overlap``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pandas as pd
 
 from dpsuite.errors import UserError
 from dpsuite.results import owned, schema
+from dpsuite.results.export.parquet_overlap import refuse_overlap
 from dpsuite.results.export.tree import ExportRun, require
 from dpsuite.results.load import load, load_comm_bench
 
@@ -47,15 +51,29 @@ def parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def described_table(frame: pd.DataFrame, fields: tuple[schema.Field, ...] = ()) -> Any:
+SQL_SEPARATOR = "__"  # what a dot of a nested name becomes in an exported column
+
+
+def sql_name(column: Any) -> str:
+    """``config.workload.name`` as ``config__workload__name``: a name SQL takes unquoted."""
+    return str(column).replace(".", SQL_SEPARATOR)
+
+
+def described_table(
+    frame: pd.DataFrame, fields: tuple[schema.Field, ...] = (), rename: Any = None
+) -> Any:
     """The frame as an Arrow table whose columns carry their unit and meaning (field metadata
     ``unit``, ``meaning``: from ``fields``, else from the schema's run columns), and whose
-    pandas attrs (``units``, ``meanings``, restored by ``pd.read_parquet``) hold the same."""
+    pandas attrs (``units``, ``meanings``, restored by ``pd.read_parquet``) hold the same.
+    ``rename`` (a function of a column name) renames the columns once they are described."""
     import pyarrow as pa
 
     by_name = {f.name: f for f in fields}
     known = {c: by_name.get(c) or schema.lookup(str(c)) for c in frame.columns}
     known = {c: f for c, f in known.items() if f is not None}
+    if rename is not None:
+        frame = frame.rename(columns=rename)
+        known = {rename(c): f for c, f in known.items()}
     table = pa.Table.from_pandas(parquet_safe(frame), preserve_index=False)
     columns = [
         field.with_metadata({"unit": known[field.name].unit, "meaning": known[field.name].meaning})
@@ -71,19 +89,23 @@ def described_table(frame: pd.DataFrame, fields: tuple[schema.Field, ...] = ()) 
     return table.cast(pa.schema(columns, metadata=metadata))
 
 
-def write_frame(frame: pd.DataFrame, path: Path, fields: tuple[schema.Field, ...] = ()) -> None:
+def write_frame(
+    frame: pd.DataFrame, path: Path, fields: tuple[schema.Field, ...] = (), rename: Any = None
+) -> None:
     """Write atomically (readers see the previous file or the new one, never a torn one, and a
     full disk is one line), with each column's unit and meaning (see ``described_table``)."""
     import pyarrow.parquet as pq
 
     buffer = io.BytesIO()
-    pq.write_table(described_table(frame, fields), buffer)
+    pq.write_table(described_table(frame, fields, rename), buffer)
     owned.write(path, buffer.getvalue())
 
 
-def export_parquet(root: Path, runs: list[ExportRun]) -> list[Path]:
-    """Write the Parquet files that have rows; returns their paths."""
+def export_parquet(root: Path, runs: list[ExportRun], out: Path | None = None) -> list[Path]:
+    """Write the Parquet files that have rows into ``out`` (default: ``root``); returns their
+    paths. Refused, before anything is written, when it would overlap another export."""
     require("pyarrow", "parquet", "parquet")
+    out = root if out is None else out
     frames = {
         "runs": load(root),
         "epochs": per_run_rows(runs, "epochs"),
@@ -97,9 +119,24 @@ def export_parquet(root: Path, runs: list[ExportRun]) -> list[Path]:
         "steps": schema.STEPS,
         "comm_bench": (*schema.COMM_BENCH_ROWS, *schema.COMM_BENCH_META),
     }
+    refuse_overlap(root, out, run_ids(frames))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise owned.OutputWriteError(out, exc) from None
     written = []
     for name, frame in frames.items():
         if not frame.empty:
-            write_frame(frame, root / f"{name}.parquet", fields.get(name, ()))
-            written.append(root / f"{name}.parquet")
+            write_frame(frame, out / f"{name}.parquet", fields.get(name, ()), sql_name)
+            written.append(out / f"{name}.parquet")
     return written
+
+
+def run_ids(frames: dict[str, pd.DataFrame]) -> set[str]:
+    """The run ids (and comm-bench result ids) this export writes."""
+    ids: set[str] = set()
+    for frame in frames.values():
+        for column in ("run_id", "bench_id"):
+            if column in frame.columns:
+                ids.update(frame[column].dropna().astype(str))
+    return ids

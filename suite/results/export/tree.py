@@ -26,6 +26,7 @@ class ExportRun:
     record: dict[str, Any]
     epochs: pd.DataFrame
     steps: pd.DataFrame
+    run_dir: Path | None = None  # where its files are (None for a run built in memory)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -42,8 +43,16 @@ class ExportRun:
     @property
     def started(self) -> float | None:
         """Start of the run in seconds since the epoch (None when not recorded)."""
+        return self._time("started_at")
+
+    @property
+    def finished(self) -> float | None:
+        """End of the run in seconds since the epoch (None when not recorded)."""
+        return self._time("finished_at")
+
+    def _time(self, key: str) -> float | None:
         try:
-            return datetime.fromisoformat(self.record["started_at"]).timestamp()
+            return datetime.fromisoformat(self.record[key]).timestamp()
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -93,6 +102,7 @@ def read_runs(root: Path) -> list[ExportRun]:
                 # the run id is the run's, not a column of numbers
                 epochs=load_epochs(run_dir).drop(columns="run_id"),
                 steps=load_steps(run_dir).drop(columns="run_id"),
+                run_dir=run_dir,
             )
         )
     return runs
