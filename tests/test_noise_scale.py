@@ -1,5 +1,7 @@
 """The noise-scale estimator on linear regression, where |G|^2 and tr(Sigma) are known exactly."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -190,12 +192,12 @@ def bn_model() -> torch.nn.Module:
 )
 def test_how_replicas_see_the_pieces(kind, workers, batch_dependent, split, expected):
     model = bn_model() if batch_dependent else linear_model(torch.ones(5, dtype=torch.float64))
-    loss = loss_of(*problem(12)[1:])
+    source = SimpleNamespace(loss_of=loss_of(*problem(12)[1:]))  # what the replicas take of it
     if kind == "simulated":
-        replicas = SimulatedReplicas(model, workers, 8, 0, loss, FP64, split)
+        replicas = SimulatedReplicas(model, workers, 8, 0, source, FP64, split)
     else:
         strategy = SyncStrategy(SyncConfig(), torch.device("cpu"))
-        replicas = RankReplicas(model, strategy, Ranks(0, 1, 0, 1), 8, 0, loss, FP64, 25, split)
+        replicas = RankReplicas(model, strategy, Ranks(0, 1, 0, 1), 8, 0, source, FP64, 25, split)
     assert (replicas.piece_recorder() is not None) == (expected is not None)
     assert replicas.noise_method == expected
 

@@ -10,12 +10,14 @@ nothing about distribution: the engine shards the data and wraps the model.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
+from torch.utils.data import Dataset, IterableDataset
 
 from dpsuite.workloads.configs.base import RECIPE_FIELDS, WorkloadConfig
 
@@ -61,6 +63,46 @@ class Data:
         return None
 
 
+@dataclass
+class Datasets:
+    """Train and eval splits (and a held-out test split) as torch Datasets, map-style or
+    iterable, read while training: the engine builds each rank's DataLoader (torch's
+    DistributedSampler for map-style ones, the ``data.loader_*`` settings) and moves each batch
+    to the device. A batch is whatever ``collate_fn`` (default: torch's) makes of the samples: a
+    tensor, a tuple or a dict of them; ``Workload.batch_loss`` and ``batch_metrics`` read it."""
+
+    train: Dataset
+    eval: Dataset
+    test: Dataset | None = None
+    collate_fn: Callable[[list[Any]], Any] | None = None
+
+    @property
+    def eval_split(self) -> str:
+        return "test" if self.test is None else "validation"
+
+    def splits(self) -> list[tuple[str, Dataset]]:
+        named = [("train", self.train), ("eval", self.eval)]
+        return named + ([("test", self.test)] if self.test is not None else [])
+
+    def problem(self, classes: int) -> str | None:
+        """What is wrong with these datasets before any sample is read (not a Dataset, an
+        empty split), or None."""
+        for split, ds in self.splits():
+            if not isinstance(ds, (Dataset, IterableDataset)):
+                return f"{split} split is a {type(ds).__name__}, not a torch Dataset"
+            if sized(ds) == 0:
+                return f"{split} split is empty"
+        return None
+
+
+def sized(ds: Dataset) -> int | None:
+    """A dataset's length, or None for an iterable one that does not say."""
+    try:
+        return len(ds)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
 class Workload(ABC):
     """A model, its data, its loss and metric, built from the workload's config."""
 
@@ -74,11 +116,22 @@ class Workload(ABC):
     # Modules a rank imports when it builds the workload (those imported inside functions):
     # a launcher's forkserver imports them once, rather than every worker of every run.
     worker_imports: ClassVar[tuple[str, ...]] = ()
+    # What steps-to-target counts: eval_acc (higher is better, target: config.target_acc) or
+    # eval_loss (lower is better, target: config.target_loss, which the config must then have).
+    target_metric: ClassVar[str] = "eval_acc"
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
         if "Config" in vars(cls):
             cls.name = cls.Config.name
+        if cls.target_metric not in ("eval_acc", "eval_loss"):
+            raise TypeError(f"{cls.__name__}.target_metric must be eval_acc or eval_loss")
+        config = getattr(cls, "Config", None)
+        wanted = "target_loss" if cls.target_metric == "eval_loss" else "target_acc"
+        if config is not None and wanted not in {f.name for f in fields(config)}:
+            raise TypeError(
+                f"{cls.__name__}: target_metric {cls.target_metric} needs a config field {wanted}"
+            )
 
     def __init__(self, config: WorkloadConfig, cache_dir: str | Path | None = None) -> None:
         config.check()
@@ -100,8 +153,9 @@ class Workload(ABC):
         return None
 
     @abstractmethod
-    def load_data(self) -> Data:
-        """Train and eval data; generated or read from a local copy, never downloaded."""
+    def load_data(self) -> Data | Datasets:
+        """Train and eval data, generated or read from a local copy, never downloaded: in-memory
+        tensors (``Data``) or Datasets read while training (``Datasets``)."""
 
     @abstractmethod
     def num_train(self) -> int:
@@ -127,6 +181,30 @@ class Workload(ABC):
     def correct(self, output: Tensor, target: Tensor) -> tuple[Tensor, int]:
         """Number of correct predictions and the number of predictions made."""
         return (output.argmax(dim=-1) == target).sum(), int(target.numel())
+
+    def batch_loss(self, model: nn.Module, batch: Any) -> Tensor:
+        """Mean training loss of one batch, as the data gives it (the default: an (inputs,
+        labels) pair through ``loss``). Override for dict batches or a loss of your own."""
+        inputs, target = batch
+        return self.loss(model(inputs), target)
+
+    def batch_metrics(self, model: nn.Module, batch: Any) -> tuple[Tensor, Tensor | None, int]:
+        """One evaluation batch: its mean loss, its correct predictions (None: this workload
+        has no accuracy) and how many predictions they count (the weight of its loss)."""
+        inputs, target = batch
+        output = model(inputs)
+        correct, count = self.correct(output, target)
+        return self.loss(output, target), correct, count
+
+    @property
+    def higher_is_better(self) -> bool:
+        """Whether the target metric improves upwards (accuracy) or downwards (a loss)."""
+        return self.target_metric != "eval_loss"
+
+    def target_value(self) -> float:
+        """The value of the target metric counted as reaching the target."""
+        name = "target_loss" if self.target_metric == "eval_loss" else "target_acc"
+        return float(getattr(self.config, name))
 
 
 def train_share(total: int) -> int:

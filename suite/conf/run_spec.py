@@ -41,6 +41,7 @@ class RunSpec:
     train_samples: int = 0  # the workload's training set (0: not known)
     workload_label: str = ""  # the workload as results name it (its model: torchvision-resnet50)
     memory_estimate: int | None = None  # bytes a rank needs, estimated (None: not estimated)
+    target_metric: str = "eval_acc"  # what steps-to-target counts (the workload says)
 
     @property
     def processes(self) -> int:
@@ -60,8 +61,19 @@ class RunSpec:
         return self.cfg.workload.base_batch
 
     @property
-    def target_acc(self) -> float:
-        return self.cfg.workload.target_acc
+    def target_acc(self) -> float | None:
+        return self.cfg.workload.target_acc if self.target_metric == "eval_acc" else None
+
+    def target_fields(self) -> dict[str, Any]:
+        """What the run counts as reaching its target: an accuracy (as runs always recorded it)
+        or, for a workload scored by its loss, that loss."""
+        if self.target_metric == "eval_acc":
+            return {"target_acc": self.target_acc}
+        return {
+            "target_acc": None,
+            "target_metric": self.target_metric,
+            "target_loss": self.cfg.workload.target_loss,
+        }
 
     @property
     def lr_exponent(self) -> float:
@@ -124,7 +136,7 @@ class RunSpec:
             "repeat": c.repeat,
             "precision": c.precision,
             "threads_per_worker": self.threads_per_worker,
-            "target_acc": self.target_acc,
+            **self.target_fields(),
             "momentum": c.optimizer.momentum,
             "weight_decay": c.optimizer.weight_decay,
             "schedule": c.lr_rule.schedule,
@@ -313,4 +325,5 @@ def resolve(
         train_samples=num_train,
         workload_label=label,
         memory_estimate=estimate,
+        target_metric=workload_cls.target_metric,
     )

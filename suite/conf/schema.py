@@ -114,6 +114,18 @@ class DataConfig:
     load_timeout_s: float = field(default=600.0, metadata={"gt": 0})
     """Seconds the workload's load_data (generating or reading its data) may take, on each rank
     and in the launcher, before the run fails: a workload that never returns cannot hang it."""
+    # The DataLoader of a workload whose data are Datasets (in-memory tensors need none).
+    loader_workers: int = field(default=0, metadata={"ge": 0})
+    """DataLoader worker processes per rank (0: the rank reads its samples itself). Forked from
+    the rank: they start in milliseconds."""
+    pin_memory: bool = True
+    """Page-locked host batches, copied to a GPU without waiting (ignored on a CPU run)."""
+    persistent_workers: bool = True
+    """Keep the loader's workers between epochs and evaluations instead of starting them anew."""
+    prefetch_factor: int = field(default=2, metadata={"ge": 1})
+    """Batches each loader worker prepares ahead."""
+    timeout_s: float = field(default=300.0, metadata={"gt": 0})
+    """Seconds a loader worker may take for one batch before the run fails (with workers)."""
 
 
 @dataclass

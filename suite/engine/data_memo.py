@@ -11,14 +11,14 @@ import time
 from collections import OrderedDict
 
 from dpsuite.engine import workload_calls
-from dpsuite.workloads.base import Data, Workload
+from dpsuite.workloads.base import Data, Datasets, Workload
 
 KEEP = 2  # datasets kept; a sweep usually cycles through one or two
-_memo: OrderedDict[tuple, Data] = OrderedDict()
+_memo: OrderedDict[tuple, Data | Datasets] = OrderedDict()
 _seconds_loading = 0.0  # spent in load_data() by this process (generating or reading data)
 
 
-def load_data(workload: Workload, limit_s: float | None = None) -> Data:
+def load_data(workload: Workload, limit_s: float | None = None) -> Data | Datasets:
     """``workload.load_data()`` within ``limit_s`` seconds (None: no limit) and checked
     (``workload_calls.load_data``), computed once per process for equal data keys."""
     key = workload.data_key()

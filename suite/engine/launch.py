@@ -44,6 +44,7 @@ VOLATILE_KEYS = (
     "ddp.start_method",
     "ddp.timeout_s",
     "data.load_timeout_s",
+    "data.timeout_s",
 )
 KEPT_STATUSES = ("complete", "diverged")
 

@@ -8,7 +8,7 @@
   workers (BatchNorm statistics per worker, rank 0's kept, as DDP's ``broadcast_buffers``).
 
 Either way, after ``forward_backward(idx)`` the model's ``.grad`` holds the workers' averaged
-gradient, and the batches come from one global shuffle per epoch (``dpsuite.engine.sharding``).
+gradient, and the batches come from one global shuffle per epoch (``dpsuite.engine.batch_sources``).
 For the gradient noise scale a replica set also says how it can see the pieces of a step's
 batch before they are averaged (``piece_recorder``, with the recorders of
 ``dpsuite.measure.noise_scale``).
@@ -21,10 +21,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
-from dpsuite.engine.sharding import all_worker_batches, worker_batches
+from dpsuite.engine.batch_sources import BatchSource
 from dpsuite.measure.noise_scale import (
     HalvesRecorder,
     LocalGradientRecorder,
@@ -35,9 +34,20 @@ from dpsuite.measure.noise_scale import (
 from dpsuite.optim.precision import Precision
 from dpsuite.runtime.ranks import Ranks
 from dpsuite.sync.base import SyncStrategy
+from dpsuite.workloads import batch_tree
 
-# The loss of a batch of sample indices through a module: workload.loss(net(x[idx]), y[idx]).
-LossOf = Callable[[nn.Module, Tensor], Tensor]
+# The mean loss of a batch (as the batch source gives it) through a module.
+LossOf = Callable[[nn.Module, Any], Tensor]
+
+
+def loss_under_autocast(loss_of: LossOf, precision: Precision) -> LossOf:
+    """``loss_of`` run under the run's autocast (mixed precision, or nothing)."""
+
+    def autocast_loss(net: nn.Module, batch: Any) -> Tensor:
+        with precision.autocast():
+            return loss_of(net, batch)
+
+    return autocast_loss
 
 
 def has_batch_dependent_layers(model: nn.Module) -> bool:
@@ -57,11 +67,11 @@ class Replicas(ABC):
     noise_method: str | None = None  # how pieces are seen: ranks, micro_batches, halves
 
     @abstractmethod
-    def batches(self, num_train: int, total_steps: int) -> Iterator[tuple[int, Any]]:
-        """(epoch, this process's index batch) for every step of the run."""
+    def batches(self) -> Iterator[tuple[int, Any]]:
+        """(epoch, this process's batch) for every step, epoch after epoch, without end."""
 
     @abstractmethod
-    def forward_backward(self, idx: Any) -> Tensor:
+    def forward_backward(self, batch: Any) -> Tensor:
         """The step's loss (detached); the averaged gradient is in ``.grad`` afterwards."""
 
     def after_step(self) -> None:  # noqa: B027 (most replica sets exchange nothing here)
@@ -90,30 +100,28 @@ class RankReplicas(Replicas):
         ranks: Ranks,
         per_worker: int,
         seed: int,
-        loss_of: LossOf,
+        source: BatchSource,
         precision: Precision,
         bucket_cap_mb: float,
         split_single: bool,
     ) -> None:
         self.model, self.strategy, self.ranks = model, strategy, ranks
         self.per_worker, self.seed = per_worker, seed
-        self.loss_of, self.precision = loss_of, precision
+        self.source, self.precision = source, precision
+        self.loss_of = loss_under_autocast(source.loss_of, precision)
         self.net = strategy.wrap(model, bucket_cap_mb)
         self.devices = 1
         self.communicate = True
         self.split_single = split_single
-        self.last_idx: Tensor | None = None
+        self.last_batch: Any = None
 
-    def batches(self, num_train: int, total_steps: int) -> Iterator[tuple[int, Tensor]]:
+    def batches(self) -> Iterator[tuple[int, Any]]:
         world, rank = self.ranks.world_size, self.ranks.rank
-        return _steps(
-            lambda e: worker_batches(num_train, world, rank, self.per_worker, self.seed, e),
-            total_steps,
-        )
+        return self.source.rank_steps(world, rank, self.per_worker, self.seed)
 
-    def forward_backward(self, idx: Tensor) -> Tensor:
-        self.last_idx = idx
-        loss = self.loss_of(self.net, idx)
+    def forward_backward(self, batch: Any) -> Tensor:
+        self.last_batch = batch
+        loss = self.loss_of(self.net, batch)
         self.precision.backward(loss)
         if self.communicate:
             self.strategy.sync_gradients(self.model)
@@ -157,28 +165,28 @@ class SimulatedReplicas(Replicas):
         workers: int,
         per_worker: int,
         seed: int,
-        loss_of: LossOf,
+        source: BatchSource,
         precision: Precision,
         split_single: bool,
     ) -> None:
         self.model = self.net = model
         self.workers, self.per_worker, self.seed = workers, per_worker, seed
-        self.loss_of, self.precision = loss_of, precision
+        self.source, self.precision = source, precision
+        self.loss_of = loss_under_autocast(source.loss_of, precision)
         self.fused = not has_batch_dependent_layers(model)
         self.devices = 1  # one device does all the workers' work
         self.split_single = split_single
         self.norms: list[Tensor] | None = None  # filled per micro-batch while recording
-        self.last_idx: list[Tensor] | None = None
+        self.last_batch: list[Any] | None = None
 
-    def batches(self, num_train: int, total_steps: int) -> Iterator[tuple[int, list[Tensor]]]:
-        return _steps(
-            lambda e: all_worker_batches(num_train, self.workers, self.per_worker, self.seed, e),
-            total_steps,
+    def batches(self) -> Iterator[tuple[int, list[Any]]]:
+        return self.source.simulated_steps(self.workers, self.per_worker, self.seed)
+
+    def forward_backward(self, batch: list[Any]) -> Tensor:
+        self.last_batch = batch
+        return simulated_step(
+            self.model, self.loss_of, batch, self.fused, self.precision, self.norms
         )
-
-    def forward_backward(self, idx: list[Tensor]) -> Tensor:
-        self.last_idx = idx
-        return simulated_step(self.model, self.loss_of, idx, self.fused, self.precision, self.norms)
 
     def piece_recorder(self) -> PieceRecorder | None:
         if self.workers > 1 and not self.fused:
@@ -190,22 +198,10 @@ class SimulatedReplicas(Replicas):
         return None
 
 
-def _steps(epoch_batches: Callable[[int], list], total_steps: int) -> Iterator[tuple[int, Any]]:
-    """(epoch, batch) for ``total_steps`` steps, epoch after epoch."""
-    step, epoch = 0, 0
-    while step < total_steps:
-        for idx in epoch_batches(epoch):
-            if step >= total_steps:
-                return
-            yield epoch, idx
-            step += 1
-        epoch += 1
-
-
 def simulated_step(
     model: nn.Module,
     loss_of: LossOf,
-    shards: list[Tensor],
+    shards: list[Any],
     fused: bool,
     precision: Precision,
     norms: list[Tensor] | None = None,
@@ -216,14 +212,13 @@ def simulated_step(
     is appended, for the noise scale; the gradients are the same either way.
     """
     if fused:  # no batch-dependent layers: one pass over the union is the same computation
-        idx = shards[0] if len(shards) == 1 else torch.cat(shards)
-        loss = loss_of(model, idx)
+        loss = loss_of(model, batch_tree.cat(shards))
         precision.backward(loss)
         return loss.detach()
     n = len(shards)
     total, rank0_buffers, before = 0.0, None, None
-    for r, idx in enumerate(shards):
-        loss = loss_of(model, idx)
+    for r, shard in enumerate(shards):
+        loss = loss_of(model, shard)
         precision.backward(loss / n)
         total = total + loss.detach()
         if r == 0:

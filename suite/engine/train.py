@@ -1,9 +1,10 @@
 """The training loop of one run on one rank (or on all virtual workers in simulated mode).
 
-Reads top to bottom: ``setup`` builds what a run works with (data, model, replicas, optimizer,
-LR plan, probes); ``calibrate`` times the same steps without communication; then ``train_step``,
-a cross-rank ``check`` and ``evaluate_and_record`` until the steps are done or the loss stops
-being finite; ``finish`` writes the metrics. What is measured lives in the probes
+Reads top to bottom: ``setup`` builds what a run works with (its batches, model, replicas,
+optimizer, LR plan, probes); ``calibrate`` times the same steps without communication; then
+``train_step`` (which waits for its batch, then steps), a cross-rank ``check`` and
+``evaluate_and_record`` until the steps are done or the loss stops being finite; ``finish``
+writes the metrics. What is measured lives in the probes
 (`dpsuite.measure.probes`); how the replicas average their gradients lives in the replicas
 (`dpsuite.engine.replicas`).
 """
@@ -12,7 +13,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,11 +24,18 @@ from torch import Tensor, nn
 from dpsuite import progress, sync
 from dpsuite.conf.run_spec import RunSpec
 from dpsuite.engine import data_memo, workload_calls
-from dpsuite.engine.replicas import RankReplicas, Replicas, SimulatedReplicas, gradients
-from dpsuite.engine.sharding import steps_per_epoch
+from dpsuite.engine.batch_sources import BatchSource, DataProblem, batch_source, steps_per_epoch
+from dpsuite.engine.replicas import (
+    RankReplicas,
+    Replicas,
+    SimulatedReplicas,
+    gradients,
+    loss_under_autocast,
+)
 from dpsuite.measure.calibration import ExposedCommProbe, time_without_sync
 from dpsuite.measure.comm_probe import CommProbe
 from dpsuite.measure.comm_timer import CommTimer
+from dpsuite.measure.data_wait import DataWaitProbe
 from dpsuite.measure.flops import known_peak_tflops, training_flops_per_sample, utilization
 from dpsuite.measure.memory import MemoryProbe
 from dpsuite.measure.noise_scale import NoiseScaleMeter, NoiseScaleProbe, piece_batches
@@ -51,8 +60,9 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         evaluate_and_record(run, step=0, train_loss=math.nan)
 
     status, error, step = "complete", None, 0
-    for epoch, idx in run.replicas.batches(run.data.num_train, run.total_steps):
-        finite = loop_step(run, step, idx)
+    batches = run.replicas.batches()
+    while step < run.total_steps:
+        epoch, finite = loop_step(run, step, batches)
         step += 1
         if not finite:
             status, error = "diverged", f"non-finite training loss by step {step} (epoch {epoch})"
@@ -61,7 +71,9 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
             if not evaluate_and_record(run, step, run.losses.take_window()):
                 status, error = "diverged", f"non-finite eval loss at step {step} (epoch {epoch})"
                 break
-            reached = target_hit(run.log, spec.target_acc, spec.cfg.train.target_evals)
+            reached = target_hit(
+                run.log, run.target, spec.cfg.train.target_evals, run.workload.target_metric
+            )
             if spec.cfg.train.stop_at_target and reached is not None:
                 break  # the target is what was asked: the rest of the budget is not needed
 
@@ -69,29 +81,34 @@ def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     return status  # DDP's reducer dies with this frame, before the group is destroyed
 
 
-def loop_step(run: Run, step: int, idx: Any) -> bool:
+def loop_step(run: Run, step: int, batches: Iterator[tuple[int, Any]]) -> tuple[int, bool]:
     """Step ``step`` as the loop takes it: ``train_step``, then the cross-rank ``check`` when
-    one is due after it; False when that check found the training loss non-finite."""
-    train_step(run, step, idx)
+    one is due after it. Returns the step's epoch, and False when that check found the
+    training loss non-finite."""
+    epoch = train_step(run, step, batches)
     done = step + 1
     if done % run.spec.cfg.train.check_every == 0 or done in run.evals:
-        return math.isfinite(check(run, done))
-    return True
+        return epoch, math.isfinite(check(run, done))
+    return epoch, True
 
 
-def train_step(run: Run, step: int, idx: Any) -> None:
-    """One optimizer step of every replica: the unit the probes time and measure."""
+def train_step(run: Run, step: int, batches: Iterator[tuple[int, Any]]) -> int:
+    """One optimizer step of every replica, from the wait for its batch on: the unit the
+    probes time and measure. Returns the epoch the batch belongs to."""
     lr = run.plan.lr_at(step)
     for group in run.optimizer.param_groups:
         group["lr"] = lr
     run.probes.on_step_start(step)
+    epoch, batch = next(batches)  # blocked here while the input pipeline is behind
+    run.probes.on_batch_ready(step)
     run.optimizer.zero_grad(set_to_none=True)
-    loss = run.replicas.forward_backward(idx)  # the workers' averaged gradient is in .grad
+    loss = run.replicas.forward_backward(batch)  # the workers' averaged gradient is in .grad
     run.probes.on_backward_end(step)
     run.precision.step(run.optimizer)
     run.replicas.after_step()  # parameter exchanges (local SGD's model averaging)
     run.probes.on_step_end(step)
     run.losses.add(loss)
+    return epoch
 
 
 def check(run: Run, step: int) -> float:
@@ -104,7 +121,7 @@ def check(run: Run, step: int) -> float:
 
 def evaluate_and_record(run: Run, step: int, train_loss: float) -> bool:
     """Evaluate on the full eval set and log a row; False when the model has diverged."""
-    eval_loss, eval_acc = evaluate(run, run.replicas.eval_model(), run.data.eval_x, run.data.eval_y)
+    eval_loss, eval_acc = evaluate(run, run.replicas.eval_model(), "eval")
     row = {
         "epoch": round(step / run.steps_per_epoch, 4),
         "step": step,
@@ -120,9 +137,10 @@ def evaluate_and_record(run: Run, step: int, train_loss: float) -> bool:
     if run.writer:
         run.writer.append_epoch(row)
         run.writer.update(progress={"step": step, "epoch": row["epoch"]})
-        # Random inputs have nothing to learn: their accuracy is not shown as if it meant something.
-        shown = {k: v for k, v in row.items() if k != "eval_acc"}
-        run.reporter.run_evaluated(shown if run.workload.synthetic_data else row)
+        # Random inputs have nothing to learn: their accuracy is not shown as if it meant
+        # something; nor is the accuracy of a workload that has none (a regression).
+        no_acc = run.workload.synthetic_data or not math.isfinite(eval_acc)
+        run.reporter.run_evaluated({k: v for k, v in row.items() if k != "eval_acc" or not no_acc})
     # Rank 0 has just written results; without this the other ranks would wait for it inside
     # the next timed step's all-reduce, and the writing would count as training.
     distributed.barrier()
@@ -135,7 +153,9 @@ def finish(run: Run, step: int, status: str, error: str | None) -> None:
     metrics = run.probes.metrics()
     step_columns = run.probes.step_columns()
     metrics.update(
-        training_metrics(run.log, step, run.spec.target_acc, spec.cfg.train.target_evals)
+        training_metrics(
+            run.log, step, run.target, spec.cfg.train.target_evals, run.workload.target_metric
+        )
     )
     metrics.update(sync_metrics(run.strategy, run.replicas.net, device))
     peak = spec.cfg.hardware.peak_tflops or known_peak_tflops(
@@ -167,7 +187,7 @@ class Run:
     device: torch.device
     writer: RunWriter | None
     workload: Workload
-    data: Data
+    source: BatchSource
     precision: Precision
     strategy: sync.SyncStrategy
     replicas: Replicas
@@ -186,21 +206,19 @@ class Run:
     def __post_init__(self) -> None:
         self.losses = LossTracker(self.device)
 
+    @property
+    def target(self) -> float:
+        """The target metric's value counted as reaching the target."""
+        return self.workload.target_value()
+
 
 def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter | None) -> Run:
     wall0 = time.perf_counter()
     cfg = spec.cfg
     torch.set_num_threads(spec.threads_per_worker)
-    # The same tensors on every rank (generated or read once per process); each rank indexes
-    # its own shard of every step.
     workload = spec.build_workload()
     precision = Precision.create(cfg.precision, device)
-    data = data_memo.load_data(workload, cfg.data.load_timeout_s)
-    data = on_device(data, device, precision.param_dtype)
-
-    def loss_of(net: nn.Module, idx: Tensor) -> Tensor:
-        with precision.autocast():
-            return workload.loss(net(data.train_x[idx]), data.train_y[idx])
+    source = build_source(spec, workload, device, precision)
 
     # The model: identical on every rank (checked), wrapped by the sync strategy.
     torch.manual_seed(cfg.seed)
@@ -208,31 +226,18 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     digest = distributed.check_identical_replicas(model)
     flops = None
     if writer:  # counted before DDP wraps the model, and only where results are written
-        flops = training_flops_per_sample(model, loss_of, torch.arange(2, device=device))
-    data = apply_step_options(cfg.step, model, data)
+        loss_of = loss_under_autocast(source.loss_of, precision)
+        flops = training_flops_per_sample(model, loss_of, source.sample_batch(2))
+    apply_step_options(cfg.step, model, source)
     strategy = sync.build(cfg.sync, device, ranks.world_size if distributed.active() else 1)
-    replicas = build_replicas(spec, ranks, model, strategy, loss_of, precision)
+    replicas = build_replicas(spec, ranks, model, strategy, source, precision)
     optimizer = build_optimizer(spec, model)
 
-    epoch_steps = steps_per_epoch(data.num_train, spec.global_batch)
+    epoch_steps = steps_per_epoch(source.num_train, spec.global_batch)
     total_steps = epoch_steps * cfg.train.epochs
     if cfg.train.max_steps is not None:
         total_steps = min(total_steps, cfg.train.max_steps)
-    plan = LRPlan(
-        rule=cfg.lr_rule.name,
-        base_lr=spec.base_lr,
-        base_batch=spec.base_batch,
-        global_batch=spec.global_batch,
-        steps_per_epoch=epoch_steps,
-        total_steps=total_steps,
-        warmup_epochs=cfg.lr_rule.warmup_epochs,
-        schedule=cfg.lr_rule.schedule,
-        milestones=tuple(cfg.schedule.milestones),
-        gamma=cfg.schedule.gamma,
-        power=cfg.schedule.power,
-        exponent=spec.lr_exponent,
-        absolute_peak=spec.absolute_peak_lr,
-    )
+    plan = lr_plan(spec, epoch_steps, total_steps)
     probes = build_probes(spec, replicas, strategy, precision, device, ranks)
 
     if writer:
@@ -242,9 +247,10 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
             param_numels=[p.numel() for p in model.parameters() if p.requires_grad],
             steps_per_epoch=epoch_steps,
             total_steps=total_steps,
-            train_samples=data.num_train,
-            eval_samples=data.num_eval,
+            train_samples=source.num_train,
+            eval_samples=source.num_eval,
             synthetic_data=workload.synthetic_data,
+            data_form=source.form,
         )
     reporter = progress.current() if writer else progress.Reporter()
     reporter.run_started(spec.run_id, total_steps, epoch_steps)
@@ -254,7 +260,7 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
         device=device,
         writer=writer,
         workload=workload,
-        data=data,
+        source=source,
         precision=precision,
         strategy=strategy,
         replicas=replicas,
@@ -270,23 +276,53 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     )
 
 
+def build_source(
+    spec: RunSpec, workload: Workload, device: torch.device, precision: Precision
+) -> BatchSource:
+    """The run's batches: the same data on every rank (in-memory tensors generated or read
+    once per process, or Datasets each rank reads its own share of while training)."""
+    data = data_memo.load_data(workload, spec.cfg.data.load_timeout_s)
+    if isinstance(data, Data):
+        data = on_device(data, device, precision.param_dtype)
+    source = batch_source(data, workload, spec.cfg.data, device, precision.param_dtype)
+    if source.num_train < spec.global_batch:
+        raise workload_calls.WorkloadError(
+            f"workload '{workload.config.name}': its train split has {source.num_train} "
+            f"samples, fewer than the global batch {spec.global_batch}"
+        )
+    return source
+
+
+def lr_plan(spec: RunSpec, epoch_steps: int, total_steps: int) -> LRPlan:
+    cfg = spec.cfg
+    return LRPlan(
+        rule=cfg.lr_rule.name,
+        base_lr=spec.base_lr,
+        base_batch=spec.base_batch,
+        global_batch=spec.global_batch,
+        steps_per_epoch=epoch_steps,
+        total_steps=total_steps,
+        warmup_epochs=cfg.lr_rule.warmup_epochs,
+        schedule=cfg.lr_rule.schedule,
+        milestones=tuple(cfg.schedule.milestones),
+        gamma=cfg.schedule.gamma,
+        power=cfg.schedule.power,
+        exponent=spec.lr_exponent,
+        absolute_peak=spec.absolute_peak_lr,
+    )
+
+
 def device_name(device: torch.device) -> str | None:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else None
 
 
-def apply_step_options(step, model: nn.Module, data: Data) -> Data:
-    """channels_last (model and images) and torch.compile, in place; the images as used."""
+def apply_step_options(step, model: nn.Module, source: BatchSource) -> None:
+    """channels_last (model and images) and torch.compile, in place."""
     if step.channels_last:
         model.to(memory_format=torch.channels_last)
-        images = {
-            f.name: t.contiguous(memory_format=torch.channels_last)
-            for f in fields(data)
-            if isinstance(t := getattr(data, f.name), Tensor) and t.dim() == 4
-        }
-        data = replace(data, **images)
+        source.channels_last()
     if step.compile:
         model.compile()  # in place: same module, same state_dict keys, compiled on first call
-    return data
 
 
 def on_device(data: Data, device: torch.device, dtype: torch.dtype) -> Data:
@@ -298,13 +334,13 @@ def on_device(data: Data, device: torch.device, dtype: torch.dtype) -> Data:
 
 
 def build_replicas(
-    spec: RunSpec, ranks: Ranks, model: nn.Module, strategy, loss_of, precision: Precision
+    spec: RunSpec, ranks: Ranks, model: nn.Module, strategy, source: BatchSource, precision
 ) -> Replicas:
     cfg = spec.cfg
     split = cfg.noise_scale.split_single
     if cfg.mode == "simulated":
         return SimulatedReplicas(
-            model, spec.workers, spec.per_worker_batch, cfg.seed, loss_of, precision, split
+            model, spec.workers, spec.per_worker_batch, cfg.seed, source, precision, split
         )
     replicas = RankReplicas(
         model,
@@ -312,7 +348,7 @@ def build_replicas(
         ranks,
         spec.per_worker_batch,
         cfg.seed,
-        loss_of,
+        source,
         precision,
         cfg.ddp.bucket_cap_mb,
         split,
@@ -331,16 +367,18 @@ def build_probes(
     timer = StepTimeProbe(
         device, cfg.timing.warmup_steps, spec.global_batch, spec.workers, strategy.period
     )
+    data_wait = DataWaitProbe(timer)
     comm = comm_probe(spec, replicas, strategy, timer, device)
     probes: list[Probe] = [
         timer,
+        data_wait,
         *([comm] if comm else []),
         MemoryProbe(device, spec.memory_estimate),
     ]
     noise = noise_scale_probe(spec, replicas, precision, device, ranks)
     if noise is not None:
         probes.append(noise)
-    probes.append(ExposedCommProbe(timer, communicates=comm is not None))
+    probes.append(ExposedCommProbe(timer, communicates=comm is not None, data_wait=data_wait))
     return Probes(probes)
 
 
@@ -429,9 +467,9 @@ def calibrate(run: Run) -> None:
         return  # one process: nothing to take out of its steps
     warm = run.spec.cfg.timing.warmup_steps
 
-    def plain_step(idx: Any) -> None:
+    def plain_step(batch: Any) -> None:
         run.optimizer.zero_grad(set_to_none=True)
-        run.replicas.forward_backward(idx)
+        run.replicas.forward_backward(batch)
         run.precision.step(run.optimizer)
         run.replicas.after_step()
 
@@ -443,7 +481,7 @@ def calibrate(run: Run) -> None:
         run.optimizer,
         run.precision,
         plain_step,
-        run.replicas.batches(run.data.num_train, warm + steps),
+        run.replicas.batches(),
         warm,
         steps,
         run.device,
@@ -454,23 +492,24 @@ def calibrate(run: Run) -> None:
 # ---- evaluation and bookkeeping -----------------------------------------------------------
 
 
-def evaluate(run: Run, model: nn.Module, x: Tensor, y: Tensor) -> tuple[float, float]:
-    """Loss and accuracy on a whole split, each rank taking every world-th sample."""
-    ranks, device, chunk = run.ranks, run.device, run.workload.eval_chunk
+def evaluate(run: Run, model: nn.Module, split: str) -> tuple[float, float]:
+    """Loss and accuracy (NaN for a workload without one) on a whole split, each rank taking
+    every world-th sample."""
+    ranks, workload = run.ranks, run.workload
+    batches = run.source.eval_batches(split, ranks.rank, ranks.world_size, workload.eval_chunk)
     model.eval()
-    idx = torch.arange(ranks.rank, x.shape[0], ranks.world_size, device=device)
     loss_sum = correct = count = 0.0
     with torch.no_grad():
-        for part in idx.split(chunk):
+        for batch in batches:
             with run.precision.autocast():
-                out = model(x[part])
-                loss = run.workload.loss(out, y[part])
-            ok, n = run.workload.correct(out, y[part])
+                loss, ok, n = workload.batch_metrics(model, batch)
             loss_sum += float(loss) * n
-            correct += float(ok)
+            correct += math.nan if ok is None else float(ok)
             count += n
     model.train()
-    loss_sum, correct, count = distributed.all_reduce_sum([loss_sum, correct, count], device)
+    loss_sum, correct, count = distributed.all_reduce_sum([loss_sum, correct, count], run.device)
+    if not count:
+        raise DataProblem(f"the {split} split gave no samples to evaluate")
     return loss_sum / count, correct / count
 
 
@@ -502,13 +541,20 @@ class LossTracker:
         return mean
 
 
-def target_hit(log: list[dict[str, Any]], target: float, evals: int) -> dict[str, Any] | None:
+def target_hit(
+    log: list[dict[str, Any]], target: float, evals: int, metric: str = "eval_acc"
+) -> dict[str, Any] | None:
     """The evaluation counted as reaching the target, or None: the first window of ``evals``
-    consecutive evaluations whose median accuracy reaches it, counted at the window's middle
-    (a moving median: one noisy evaluation neither reaches the target nor misses it)."""
+    consecutive evaluations whose median ``metric`` reaches it (at least ``target`` for an
+    accuracy, at most for a loss), counted at the window's middle (a moving median: one noisy
+    evaluation neither reaches the target nor misses it)."""
+    higher = metric != "eval_loss"
     for end in range(evals, len(log) + 1):
-        window = [r["eval_acc"] for r in log[end - evals : end]]
-        if all(math.isfinite(a) for a in window) and float(np.median(window)) >= target:
+        window = [r[metric] for r in log[end - evals : end]]
+        if not all(math.isfinite(a) for a in window):
+            continue
+        middle = float(np.median(window))
+        if (middle >= target) if higher else (middle <= target):
             return log[end - 1 - evals // 2]
     return None
 
@@ -516,19 +562,23 @@ def target_hit(log: list[dict[str, Any]], target: float, evals: int) -> dict[str
 def test_metrics(run: Run, model: nn.Module, metrics: dict[str, Any]) -> dict[str, Any]:
     """Which split the evaluations used, and the final model's loss and accuracy on the test
     split: evaluated once here when the evaluations were on a validation split."""
-    split = run.data.eval_split
-    if run.data.test_x is None or run.data.test_y is None:
+    split = run.source.eval_split
+    if split == "test":
         loss, acc = metrics["final_eval_loss"], metrics["final_eval_acc"]
     else:
-        loss, acc = evaluate(run, model, run.data.test_x, run.data.test_y)
+        loss, acc = evaluate(run, model, "test")
     return {"eval_split": split, "final_test_loss": loss, "final_test_acc": acc}
 
 
 def training_metrics(
-    log: list[dict[str, Any]], step: int, target: float, target_evals: int = 1
+    log: list[dict[str, Any]],
+    step: int,
+    target: float,
+    target_evals: int = 1,
+    metric: str = "eval_acc",
 ) -> dict[str, Any]:
     last = log[-1] if log else {}
-    hit = target_hit(log, target, target_evals)
+    hit = target_hit(log, target, target_evals, metric)
     accs = [r["eval_acc"] for r in log if math.isfinite(r["eval_acc"])]
     train_losses = [r["train_loss"] for r in log if math.isfinite(r["train_loss"])]
     return {

@@ -5,15 +5,16 @@ Workloads may come from other packages. Their code runs contained
 (``dpsuite.workloads.contained``): an exception, ``sys.exit`` or a ``KeyboardInterrupt`` of its
 own becomes a ``WorkloadError``, never the end of the process or of a sweep; a ``load_data``
 that does not return within ``data.load_timeout_s`` fails the run (on every rank: each loads
-its own copy). The data is checked before any training (``Data.problem``): an empty split, a
-non-finite input or a label out of range is a data bug, not a run that ``diverged``.
+its own copy). The data is checked before any training (``Data.problem``,
+``Datasets.problem``): an empty split, a non-finite input or a label out of range is a data
+bug, not a run that ``diverged``.
 """
 
 from __future__ import annotations
 
 from torch import nn
 
-from dpsuite.workloads.base import Data, Workload
+from dpsuite.workloads.base import Data, Datasets, Workload
 from dpsuite.workloads.contained import Escaped, call_contained
 
 
@@ -21,7 +22,7 @@ class WorkloadError(RuntimeError):
     """The workload's own code failed the run; the message names the workload and how."""
 
 
-def load_data(workload: Workload, limit_s: float | None = None) -> Data:
+def load_data(workload: Workload, limit_s: float | None = None) -> Data | Datasets:
     """``workload.load_data()`` within ``limit_s`` seconds (None: no limit), its data checked;
     WorkloadError."""
     name = workload.config.name
@@ -34,9 +35,12 @@ def load_data(workload: Workload, limit_s: float | None = None) -> Data:
                 "(data.load_timeout_s)"
             ) from None
         raise WorkloadError(f"workload '{name}': load_data raised {exc}") from None
-    if not isinstance(data, Data):
+    if not isinstance(data, (Data, Datasets)):
         kind = type(data).__name__
-        raise WorkloadError(f"workload '{name}': load_data returned a {kind}, not a Data")
+        raise WorkloadError(
+            f"workload '{name}': load_data returned a {kind}, not a Data (tensors) or a "
+            "Datasets (torch Datasets)"
+        )
     problem = data.problem(workload.classes)
     if problem:
         raise WorkloadError(f"workload '{name}': its data cannot be trained on: {problem}")

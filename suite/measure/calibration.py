@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from dpsuite.measure.data_wait import DataWaitProbe
 from dpsuite.measure.probes import Probe
 from dpsuite.measure.step_timer import StepTimeProbe, StepTimer, median, windowed
 from dpsuite.optim.precision import Precision
@@ -95,11 +96,16 @@ def mean_across_ranks(value: float | None, device: torch.device) -> float | None
 
 
 def exposed_metrics(
-    step_time_s: float | None, no_sync_times: list[float], period: int, device: torch.device
+    step_time_s: float | None,
+    no_sync_times: list[float],
+    period: int,
+    device: torch.device,
+    data_wait_s: float = 0.0,
 ) -> dict[str, Any]:
     """compute_time_s (the median step without sync, max across ranks), exposed_comm_s (what
-    sync adds to the median step), comm_fraction (its share of the step), and the split of
-    compute_time_s into the typical rank's compute and the wait for the slowest rank."""
+    sync adds to the median step beyond its wait for data), comm_fraction (its share of the
+    step), and the split of compute_time_s into the typical rank's compute and the wait for the
+    slowest rank."""
     from dpsuite.runtime import distributed
 
     compute = median(windowed(distributed.max_across_ranks(no_sync_times, device), period))
@@ -111,7 +117,7 @@ def exposed_metrics(
     exposed = None
     if step_time_s is not None and compute is not None:
         # Noise can make the difference slightly negative; no sync cannot cost time.
-        exposed = max(0.0, step_time_s - compute)
+        exposed = max(0.0, step_time_s - data_wait_s - compute)
     return {
         "compute_time_s": compute,
         "exposed_comm_s": exposed,
@@ -127,8 +133,10 @@ class ExposedCommProbe(Probe):
     calibration's. In a run of one process nothing is communicated: the step is all compute,
     and every step's communication is 0."""
 
-    def __init__(self, step_probe: StepTimeProbe, communicates: bool) -> None:
-        self.step_probe, self.communicates = step_probe, communicates
+    def __init__(
+        self, step_probe: StepTimeProbe, communicates: bool, data_wait: DataWaitProbe
+    ) -> None:
+        self.step_probe, self.communicates, self.data_wait = step_probe, communicates, data_wait
         self.no_sync_times: list[float] = []
 
     def on_calibration_end(self, times: list[float]) -> None:
@@ -136,14 +144,16 @@ class ExposedCommProbe(Probe):
 
     def metrics(self) -> dict[str, Any]:
         step_s = self.step_probe.step_time_s
+        wait = self.data_wait.data_wait_s or 0.0
         if self.communicates:
             probe = self.step_probe
-            return exposed_metrics(step_s, self.no_sync_times, probe.period, probe.device)
+            return exposed_metrics(step_s, self.no_sync_times, probe.period, probe.device, wait)
+        compute = max(0.0, step_s - wait) if step_s is not None else None
         return {
-            "compute_time_s": step_s,
+            "compute_time_s": compute,
             "comm_time_s": 0.0,
             "exposed_comm_s": 0.0,
-            "rank_compute_time_s": step_s,
+            "rank_compute_time_s": compute,
             "straggler_wait_s": 0.0,
             "comm_fraction": 0.0 if step_s else None,
             "calibration_steps": 0,

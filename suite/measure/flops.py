@@ -11,30 +11,35 @@ datasheet peak of a known GPU (``PEAK_TFLOPS``); none on a CPU.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from dpsuite.workloads import batch_tree
+
 
 def training_flops_per_sample(
-    model: nn.Module, loss_of: Callable[[nn.Module, torch.Tensor], torch.Tensor], idx: torch.Tensor
+    model: nn.Module, loss_of: Callable[[nn.Module, Any], torch.Tensor], batch: Any
 ) -> float | None:
-    """Forward + backward FLOPs per sample of ``loss_of(model, idx)``; None if nothing counted."""
-    if len(idx) == 0:
+    """Forward + backward FLOPs per sample of ``loss_of(model, batch)``; None if nothing
+    counted."""
+    n = batch_tree.size(batch)
+    if n == 0:
         return None
     params = [p for p in model.parameters() if p.requires_grad]
     was_training = model.training
     model.eval()
     try:
         with FlopCounterMode(display=False) as counter:
-            torch.autograd.grad(loss_of(model, idx), params, allow_unused=True)
+            torch.autograd.grad(loss_of(model, batch), params, allow_unused=True)
     except (RuntimeError, ValueError):
         return None  # a missing count must never stop a run
     finally:
         model.train(was_training)
     total = counter.get_total_flops()
-    return total / len(idx) if total > 0 else None
+    return total / n if total > 0 else None
 
 
 # Datasheet peaks, dense (no sparsity), TFLOP/s: bf16/fp16 on Tensor Cores, and fp32 without

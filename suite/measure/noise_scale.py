@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from dpsuite.measure.probes import Probe
 from dpsuite.optim.precision import Precision
+from dpsuite.workloads import batch_tree
 
 
 def unbiased_estimates(
@@ -254,25 +255,27 @@ class PieceRecorder(ABC):
 
 def half_batch_norms(
     model: nn.Module,
-    loss_of: Callable[[nn.Module, Tensor], Tensor],
-    batch: Tensor | list[Tensor],
+    loss_of: Callable[[nn.Module, Any], Tensor],
+    batch: Any,
     precision: Precision,
 ) -> list[Tensor]:
-    """Squared gradient norms of the two halves of a batch whose gradient is in ``.grad``.
+    """Squared gradient norms of the two halves of a batch whose gradient is in ``.grad``
+    (a batch, or the list of simulated workers' batches taken as one).
 
     One extra forward and backward pass over the first half, kept out of ``.grad`` (and of the
     random number stream): the second half's gradient follows from the whole's, so the
     training is exactly what it would have been without the measurement.
     """
-    idx = torch.cat(batch) if isinstance(batch, list) else batch
-    first, second = idx.tensor_split(2)
+    whole = batch_tree.cat(batch) if isinstance(batch, list) else batch
+    first, second = batch_tree.halves(whole)
     params = [p for p in model.parameters() if p.grad is not None]
-    devices = [idx.device] if idx.device.type == "cuda" else []
+    devices = sorted({t.device for t in batch_tree.tensors(whole) if t.device.type == "cuda"})
     with torch.random.fork_rng(devices=devices):
         loss = loss_of(model, first)
         scaled = precision.scaler.scale(loss) if precision.scaler else loss
         g_first = torch.autograd.grad(scaled, params)
-    n, n1, n2 = len(idx), len(first), len(second)
+    n, n1 = batch_tree.size(whole), batch_tree.size(first)
+    n2 = n - n1
     g_second = [(n * p.grad - n1 * g) / n2 for p, g in zip(params, g_first, strict=True)]
     return [squared_norm(list(g_first)), squared_norm(g_second)]
 
@@ -318,7 +321,7 @@ class MicroBatchRecorder(PieceRecorder):
 class HalvesRecorder(PieceRecorder):
     """One process without batch statistics: the two halves of the step's batch."""
 
-    def __init__(self, replicas: Any) -> None:  # model, loss_of, last_idx, precision
+    def __init__(self, replicas: Any) -> None:  # model, loss_of, last_batch, precision
         self.replicas = replicas
 
     def start(self) -> None:
@@ -326,5 +329,5 @@ class HalvesRecorder(PieceRecorder):
 
     def pieces(self) -> list[Tensor]:
         r = self.replicas
-        assert r.last_idx is not None
-        return half_batch_norms(r.model, r.loss_of, r.last_idx, r.precision)
+        assert r.last_batch is not None
+        return half_batch_norms(r.model, r.loss_of, r.last_batch, r.precision)

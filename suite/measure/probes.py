@@ -6,7 +6,8 @@ in this order::
 
     probes.on_calibration_start()       # before the timed steps without gradient sync
     probes.on_calibration_end(times)    # after them: each calibration step's duration
-    probes.on_step_start(step)          # before the step's forward pass
+    probes.on_step_start(step)          # as the step starts: before it takes its batch
+    probes.on_batch_ready(step)         # the batch is here (the wait for data is over)
     probes.on_backward_end(step)        # the averaged gradient is in .grad, no optimizer step yet
     probes.on_step_end(step)            # after the optimizer step (and any parameter exchange)
     probes.on_check()                   # at each loss check: the ranks meet, small collectives ok
@@ -31,6 +32,7 @@ HOOKS = (
     "on_calibration_start",
     "on_calibration_end",
     "on_step_start",
+    "on_batch_ready",
     "on_backward_end",
     "on_step_end",
     "on_check",
@@ -71,7 +73,10 @@ class Probe:
         """After them: the duration of each timed calibration step on this rank."""
 
     def on_step_start(self, step: int) -> None:
-        """Before the step's forward pass."""
+        """As the step starts, before it takes its batch."""
+
+    def on_batch_ready(self, step: int) -> None:
+        """The step's batch is here: before its forward pass."""
 
     def on_backward_end(self, step: int) -> None:
         """After backward and gradient averaging, before the optimizer step."""
@@ -112,6 +117,7 @@ class Probes:
         self._calibration_start = calls["on_calibration_start"]
         self._calibration_end = calls["on_calibration_end"]
         self._start = calls["on_step_start"][::-1]
+        self._batch_ready = calls["on_batch_ready"]
         self._backward = calls["on_backward_end"]
         self._end = calls["on_step_end"]
         self._check = calls["on_check"]
@@ -127,6 +133,10 @@ class Probes:
 
     def on_step_start(self, step: int) -> None:
         for call in self._start:
+            call(step)
+
+    def on_batch_ready(self, step: int) -> None:
+        for call in self._batch_ready:
             call(step)
 
     def on_backward_end(self, step: int) -> None:

@@ -120,12 +120,35 @@ METRICS = (
     Field("step_time_p90_s", "s", "float", "90th percentile step time (nearest rank)"),
     Field("step_time_min_s", "s", "float", "fastest step"),
     Field("timed_steps", "count", "int", "steps timed (warm-up excluded)"),
-    Field("compute_time_s", "s", "float", "median step time without gradient sync (calibration)"),
+    Field(
+        "data_wait_s",
+        "s",
+        "float",
+        "median time a step was blocked on its next batch (max across ranks): the input pipeline",
+    ),
+    Field(
+        "data_wait_share",
+        "fraction",
+        "float",
+        "share of the timed steps' time spent waiting on data (per step the slowest rank's wait)",
+    ),
+    Field(
+        "first_batch_s",
+        "s",
+        "float",
+        "the first step's wait for its batch (max across ranks): the loader's start-up with it",
+    ),
+    Field(
+        "compute_time_s",
+        "s",
+        "float",
+        "median step time without gradient sync (calibration), without its wait for data",
+    ),
     Field(
         "exposed_comm_s",
         "s",
         "float",
-        "step_time_s - compute_time_s: what sync adds to a step",
+        "step_time_s - data_wait_s - compute_time_s: what sync adds to a step",
         signed=True,
     ),
     Field(
@@ -298,6 +321,13 @@ RUN = (
     Field("precision", "", "str", "fp32, fp64, bf16 or fp16"),
     Field("threads_per_worker", "count", "int", "compute threads of each worker process"),
     Field("target_acc", "fraction", "float", "eval accuracy counted as reaching the target"),
+    Field(
+        "target_metric",
+        "",
+        "str",
+        "what steps-to-target counts: eval_acc (higher is better) or eval_loss (lower)",
+    ),
+    Field("target_loss", "", "float", "eval loss counted as reaching the target (eval_loss)"),
     Field("momentum", "", "float", "SGD momentum"),
     Field("weight_decay", "", "float", "L2 weight decay"),
     Field("schedule", "", "str", "LR decay after warmup"),
@@ -328,6 +358,12 @@ RUN = (
     Field("total_steps", "count", "int", "optimizer steps budgeted"),
     Field("train_samples", "count", "int", "training samples"),
     Field("eval_samples", "count", "int", "evaluation samples"),
+    Field(
+        "data_form",
+        "",
+        "str",
+        "how the workload gave its data: tensors (in memory) or datasets (read while training)",
+    ),
     Field(
         "synthetic_data",
         "",
@@ -362,6 +398,7 @@ EPOCHS = (
 STEPS = (
     Field("step", "count", "int", "optimizer step (0-based)"),
     Field("step_time_s", "s", "float", "the step's time, max across ranks"),
+    Field("data_wait_s", "s", "float", "time the step was blocked on its batch, max across ranks"),
     Field("comm_s", "s", "float", "communication in flight in the step (empty: not sampled)"),
     Field(
         "comm_wait_s", "s", "float", "time the step waited for communication (empty: not sampled)"

@@ -57,9 +57,18 @@ NON_IDENTITY_KEYS = (
     "ddp.start_method",
     "ddp.timeout_s",
     "data.load_timeout_s",
+    "data.timeout_s",
     "train.save_params",
     "noise_scale",  # measured alongside; the training is the same whether it is on or off
 )
+
+
+LOADER_DEFAULTS = {
+    "loader_workers": 0,
+    "pin_memory": True,
+    "persistent_workers": True,
+    "prefetch_factor": 2,
+}
 
 
 def run_identity(config: Mapping[str, Any], workers: int, global_batch: int) -> dict[str, Any]:
@@ -81,6 +90,11 @@ def run_identity(config: Mapping[str, Any], workers: int, global_batch: int) -> 
     # Step options at their defaults: runs from before they existed keep their ids.
     if not any((ident.get("step") or {}).values()):
         ident.pop("step", None)
+    # Loader settings at their defaults: runs from before they existed keep their ids.
+    data = ident.get("data") or {}
+    for key, default in LOADER_DEFAULTS.items():
+        if data.get(key) == default:
+            data.pop(key)
     if not ident.get("data", True):  # no data key that changes a measurement: ids as before
         ident.pop("data")
     if (ident.get("optimizer") or {}).get("implementation") == "auto":

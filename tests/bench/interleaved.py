@@ -82,15 +82,13 @@ class SuiteLoop:
 
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.batches: Iterator[tuple[int, Any]] = run.replicas.batches(
-            run.data.num_train, run.total_steps
-        )
+        self.batches: Iterator[tuple[int, Any]] = run.replicas.batches()
         self.step = 0
 
     def steps(self, k: int) -> None:
         for _ in range(k):
-            _, idx = next(self.batches)
-            if not loop_step(self.run, self.step, idx):
+            _, finite = loop_step(self.run, self.step, self.batches)
+            if not finite:
                 raise RuntimeError(f"non-finite training loss by step {self.step + 1}")
             self.step += 1
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 # The reference recipe: how the workload trains at its small batch. Not part of the data key.
-RECIPE_FIELDS = ("base_lr", "base_batch", "epochs", "target_acc", "weight_decay")
+RECIPE_FIELDS = ("base_lr", "base_batch", "epochs", "target_acc", "target_loss", "weight_decay")
 
 
 @dataclass

@@ -1,0 +1,126 @@
+"""Workloads whose data are torch Datasets: the engine's DataLoader (DistributedSampler), any
+batch structure, a workload's own loss and lower-is-better target, the wait for data measured,
+and each way a team's data can fail ending the run in one line."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import numpy as np
+import pytest
+
+from tests.conftest import SMALL, only_run, read_params, read_run, run_subprocess
+
+pytestmark = pytest.mark.multiproc
+
+PLUGIN = "workload=tests.dataset_workloads:MLPOnDatasets"
+NPY = "workload=tests.dataset_workloads:NpyRegression"
+FAULTY = "workload=tests.dataset_workloads:Faulty"
+EXACT = [*SMALL, "precision=fp64", "train.max_steps=40", "train.save_params=true", "seed=3"]
+
+
+def params(dpsuite, out, *overrides: str) -> dict[str, np.ndarray]:
+    assert dpsuite("run", *EXACT, f"results_dir={out}", *overrides) == 0
+    run = only_run(out)
+    assert read_run(run)["status"] == "complete"
+    return read_params(run)
+
+
+def max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
+    assert a.keys() == b.keys()
+    return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
+
+
+def test_datasets_train_exactly_like_the_same_tensors_in_memory(dpsuite, tmp_path):
+    """One process, 2 DDP workers (loader workers forked) and 2 simulated workers over
+    Datasets all train like mnist1d_mlp's in-memory tensors at the same global batch."""
+    memory = params(dpsuite, tmp_path / "mem", "workers=1", "batch.per_worker=32")
+    ddp = params(
+        dpsuite, tmp_path / "ddp", PLUGIN, "workers=2", "batch.per_worker=16",
+        "data.loader_workers=1",
+    )  # fmt: skip
+    sim = params(
+        dpsuite, tmp_path / "sim", PLUGIN, "mode=simulated", "workers=2", "batch.per_worker=16"
+    )
+    one = params(dpsuite, tmp_path / "one", PLUGIN, "workers=1", "batch.per_worker=32")
+    assert max_diff(memory, one) == 0.0  # the same batches, the same order, the same sums
+    assert max_diff(memory, ddp) <= 1e-10
+    assert max_diff(memory, sim) <= 1e-10
+
+
+def steps_csv(run) -> list[dict[str, str]]:
+    with open(run / "steps.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_file_backed_job_with_dict_batches_and_a_loss_target(dpsuite, tmp_path):
+    out = tmp_path / "out"
+    args = [
+        NPY,
+        f"workload.data_dir={tmp_path / 'samples'}",
+        "workload.target_loss=1.0",
+        "workers=2",
+        "data.loader_workers=2",
+        "train.evals_per_epoch=2",
+        f"results_dir={out}",
+    ]
+    assert dpsuite("run", *args) == 0
+    run = only_run(out)
+    rec = read_run(run)
+    m = rec["metrics"]
+    assert rec["status"] == "complete" and rec["data_form"] == "datasets"
+    assert rec["target_metric"] == "eval_loss" and rec["target_loss"] == 1.0
+    assert rec["target_acc"] is None and m["final_eval_acc"] is None
+    assert m["steps_to_target"] is not None  # lower is better: reached once the loss fell to 1
+    assert m["final_eval_loss"] < 1.0
+    assert 0.0 <= m["data_wait_share"] <= 1.0 and m["data_wait_s"] > 0
+    assert m["first_batch_s"] > 0
+    rows = steps_csv(run)
+    assert rows and all(float(r["data_wait_s"]) >= 0 for r in rows)
+    parts = m["data_wait_s"] + m["compute_time_s"] + m["exposed_comm_s"]
+    assert parts <= m["step_time_s"] * 1.0001 or math.isclose(parts, m["step_time_s"])
+
+
+@pytest.mark.parametrize(
+    "fault,extra,says",
+    [
+        ("raises", [], "train sample 7: ValueError: cannot decode this file"),
+        ("structure", [], "a batch must hold tensors"),
+        ("empty", [], "train split is empty"),
+        ("killed", ["data.loader_workers=1"], "exited unexpectedly"),
+        ("hangs", ["data.loader_workers=1", "data.timeout_s=2"], "timed out after 2.0 s"),
+    ],
+)
+def test_a_failing_dataset_fails_its_run_in_one_line(tmp_path, fault, extra, says):
+    out = tmp_path / "out"
+    proc = run_subprocess(
+        "run",
+        FAULTY,
+        f"workload.fault={fault}",
+        f"workload.data_dir={tmp_path / 'samples'}",
+        "train.max_steps=20",
+        f"results_dir={out}",
+        *extra,
+        timeout=180,
+    )
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr
+    rec = read_run(only_run(out))
+    assert rec["status"] == "failed" and says in rec["error"], rec["error"]
+    assert "\n" not in rec["error"]
+    lines = [line for line in proc.stderr.splitlines() if says in line]
+    assert len(lines) == 1, proc.stderr
+
+
+def test_a_train_split_smaller_than_the_global_batch_is_refused(tmp_path):
+    proc = run_subprocess(
+        "run",
+        NPY,
+        "workload.num_samples=20",
+        f"workload.data_dir={tmp_path / 'samples'}",
+        "batch.per_worker=32",
+        f"results_dir={tmp_path / 'out'}",
+    )
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "larger than the training set (16 samples" in proc.stderr
