@@ -201,7 +201,7 @@ def _sweep_status(args: list[str]) -> int:
     from dpsuite.sweep import detached
 
     if len(args) != 1:
-        raise UserError("dpsuite sweep --status: give one RESULTS_DIR")
+        raise UserError("sweep --status: give one RESULTS_DIR")
     print("\n".join(detached.status_lines(Path(args[0]))))
     return 0
 

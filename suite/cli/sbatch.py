@@ -43,8 +43,8 @@ def run(args: list[str]) -> int:
     command = detached.checked(a.command)
     script = detached.batch_script(command, a.time, a.option)
     if a.out:
-        detached.make_results_dir(command)
         detached.write_script(script, Path(a.out))
+        detached.make_results_dir(command)  # SLURM opens the job's log there
         print(f"wrote {a.out}: submit it with `sbatch {a.out}`")
     if a.submit:
         job_id = detached.submit(command, script)

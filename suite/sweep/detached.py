@@ -39,17 +39,15 @@ def checked(args: list[str]) -> BatchCommand:
     """Every point of ``run``/``sweep`` ``args`` composed and checked now (UserError on bad
     input), so that a mistake is said here and not in a job's log an hour later."""
     if not args or args[0] not in ("run", "sweep"):
-        raise UserError(
-            "dpsuite sbatch: give the command to run: run [-m] KEY=VALUE ... or sweep NAME ..."
-        )
+        raise UserError("sbatch: give the command to run: run [-m] KEY=VALUE ... or sweep NAME ...")
     flags = [a for a in args[1:] if a.startswith("-") and a not in ("-m", "--multirun")]
     if flags:
-        raise UserError(f"dpsuite sbatch: {flags[0]} cannot be run in a batch job")
+        raise UserError(f"sbatch: {flags[0]} cannot be run in a batch job")
     overrides = [a for a in args[1:] if not a.startswith("-")]
     preset = None
     if args[0] == "sweep":
         if not overrides:
-            raise UserError("dpsuite sbatch sweep: give the sweep's NAME")
+            raise UserError("sbatch sweep: give the sweep's NAME")
         preset, overrides = overrides[0], overrides[1:]
     sweeps = runner.planned(preset, overrides, writing=False)
     dirs = [str(d.resolve()) for s in sweeps for d in s.results_dirs]
