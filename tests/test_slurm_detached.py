@@ -74,3 +74,19 @@ def test_the_written_script_submitted_by_hand_runs_the_sweep(tmp_path):
     job_id = sbatch.stdout.strip()
     wait_for(f"job {job_id} to end", lambda: ended(job_id), timeout=TIMEOUT_S)
     assert "finished, 2 runs: 2 complete" in status(out)
+
+
+def test_a_sweep_whose_job_was_cancelled_says_how_to_resume(tmp_path):
+    out = tmp_path / "res"
+    long_run = ["workers=1", "train.max_steps=100000", "train.epochs=10000"]
+    done = dpsuite(
+        "sbatch", "--submit", "run", "-m", "mode=simulated", *SMALL, *long_run, f"results_dir={out}"
+    )
+    assert done.returncode == 0, done.stderr
+    job_id = re.search(r"submitted SLURM job (\d+)", done.stdout).group(1)
+    wait_for("the run to start", lambda: any(out.glob("*/run.json")), timeout=TIMEOUT_S)
+    subprocess.run(["scancel", job_id], check=True, timeout=30)  # as the time limit would
+    wait_for(f"job {job_id} to end", lambda: ended(job_id), timeout=TIMEOUT_S)
+    shown = status(out)
+    assert f"SLURM job {job_id}: CANCELLED" in shown and ": interrupted, 1 runs" in shown, shown
+    assert "its job ended before the sweep finished: submit the same command again" in shown

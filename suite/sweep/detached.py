@@ -144,39 +144,50 @@ def status_lines(results_dir: Path) -> list[str]:
     """What the directory's batch job and sweeps say now, one line each (and one per run)."""
     if not results_dir.is_dir():
         raise UserError(f"{results_dir}: no such directory")
-    lines = [_job_line(results_dir)]
+    job_line, job_ended = _job_line(results_dir)
+    lines = [job_line]
     manifests = sorted(p for p in results_dir.rglob("sweep.json") if ".hydra" not in p.parts)
     if not manifests:
         lines.append(f"{results_dir}: no sweep has started here yet")
     for path in manifests:
-        lines += _manifest_lines(path)
+        shown, state = _manifest_lines(path)
+        lines += shown
+        if job_ended and state != "finished":  # time limit, scancel, a lost node
+            lines.append(
+                "  its job ended before the sweep finished: submit the same command again to "
+                "resume (complete runs are skipped)"
+            )
     return lines
 
 
-def _job_line(results_dir: Path) -> str:
+def _job_line(results_dir: Path) -> tuple[str, bool]:
+    """The line on the directory's last batch job, and whether that job has ended."""
     jobs = recorded_jobs(results_dir)
     if not jobs:
-        return f"{results_dir}: no batch job submitted by `dpsuite sbatch --submit`"
+        return f"{results_dir}: no batch job submitted by `dpsuite sbatch --submit`", False
     job_id = jobs[-1]
     try:
         state = slurm.states([job_id])[job_id]
     except slurm.SlurmUnreachable as exc:
-        return f"SLURM job {job_id}: state unknown ({exc})"
+        return f"SLURM job {job_id}: state unknown ({exc})", False
     where = f" on {state.node}" if state.node and state.state != "PENDING" else ""
     why = f" ({state.reason})" if state.state == "PENDING" and state.reason else ""
-    return f"SLURM job {job_id}: {state.state}{where}{why}; log {results_dir}/slurm-{job_id}.out"
+    log = f"{results_dir}/slurm-{job_id}.out"
+    return f"SLURM job {job_id}: {state.state}{where}{why}; log {log}", not state.live
 
 
-def _manifest_lines(path: Path) -> list[str]:
+def _manifest_lines(path: Path) -> tuple[list[str], str | None]:
+    """A sweep's line and its runs' lines, and the sweep's state (running, finished, ...)."""
     try:
         manifest = json.loads(path.read_text())
         runs: dict[str, str] = dict(manifest["runs"])
     except (OSError, ValueError, KeyError, TypeError):
-        return [f"{path}: unreadable"]
+        return [f"{path}: unreadable"], None
     counts: dict[str, int] = {}
     for status in runs.values():
         counts[status] = counts.get(status, 0) + 1
     shown = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     label = manifest.get("preset") or "multirun"
     head = f"sweep {label} in {path.parent}: {manifest.get('state')}, {len(runs)} runs: {shown}"
-    return [head, *(f"  {run_id}: {status}" for run_id, status in runs.items())]
+    lines = [head, *(f"  {run_id}: {status}" for run_id, status in runs.items())]
+    return lines, manifest.get("state")
