@@ -97,6 +97,42 @@ def test_cluster(session: nox.Session) -> Iterator[str]:
 
 
 @nox.session
+def wheel(session: nox.Session) -> None:
+    """What a user installs: `python -m build` makes the sdist and, from it, the wheel; the
+    wheel goes into this session's fresh virtualenv (its dependencies from the indexes, torch
+    as in every session), then `dpsuite --help` and a tiny run, from outside the checkout so
+    that only the installed package can answer."""
+    session.install("build")
+    dist = session.create_tmp()
+    shutil.rmtree(os.path.join(dist, "dist"), ignore_errors=True)
+    out = os.path.join(dist, "dist")
+    session.run("python", "-m", "build", "--outdir", out)
+    wheels = [f for f in os.listdir(out) if f.endswith(".whl")]
+    sdists = [f for f in os.listdir(out) if f.endswith(".tar.gz")]
+    if len(wheels) != 1 or len(sdists) != 1:
+        session.error(f"expected one wheel and one sdist in {out}, found {os.listdir(out)}")
+    install_torch(session)
+    session.install(os.path.join(out, wheels[0]))
+    elsewhere = tempfile.mkdtemp(prefix="dpsuite-wheel-")
+    with session.chdir(elsewhere):
+        where = session.run("python", "-c", "import dpsuite; print(dpsuite.__file__)", silent=True)
+        if "site-packages" not in str(where):
+            session.error(f"dpsuite was imported from {where}, not from the installed wheel")
+        session.run("dpsuite", "--help", silent=True)
+        session.run("dpsuite", "--version")
+        session.run(
+            "dpsuite",
+            "run",
+            "mode=simulated",
+            "workers=2",
+            "workload.num_samples=2000",
+            "train.max_steps=5",
+            f"results_dir={os.path.join(elsewhere, 'results')}",
+        )
+    shutil.rmtree(elsewhere)
+
+
+@nox.session
 def cluster(session: nox.Session) -> None:
     """The tests marked `slurm` on a real single-host SLURM, and those marked `multinode` on a
     two-node SLURM with its own network (tests/cluster/slurm2.sh, started and torn down by

@@ -74,6 +74,73 @@ def test_two_torchrun_nodes_on_localhost_form_one_two_worker_run(tmp_path, local
     assert max_diff(read_params(only_run(tmp_path)), local_params) <= 1e-10
 
 
+def pytorchjob_env(rank: int, port: int) -> dict[str, str]:
+    """What a worker of a Kubeflow PyTorchJob of 2 pods x 1 process sees (the manifest of
+    docs/slurm-and-multinode.md): the operator's PET_* variables, which torchrun reads as its
+    options, and the variables torchrun's elastic agent then gives its worker."""
+    return {
+        "PET_NNODES": "2",
+        "PET_NPROC_PER_NODE": "1",
+        "PET_NODE_RANK": str(rank),
+        "PET_MASTER_ADDR": "127.0.0.1",
+        "PET_MASTER_PORT": str(port),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "WORLD_SIZE": "2",
+        "RANK": str(rank),
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "GROUP_RANK": str(rank),
+        "GROUP_WORLD_SIZE": "2",
+        "ROLE_RANK": str(rank),
+        "ROLE_WORLD_SIZE": "2",
+        "ROLE_NAME": "default",
+        "TORCHELASTIC_RUN_ID": "dpsuite-scaling",
+        "TORCHELASTIC_RESTART_COUNT": "0",
+        "TORCHELASTIC_MAX_RESTARTS": "0",
+        # The agent of node 0 hosts the rendezvous store; the workers are its clients.
+        "TORCHELASTIC_USE_AGENT_STORE": "True",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+@pytest.mark.multiproc
+def test_two_pytorchjob_pods_form_one_two_worker_run(tmp_path, local_two_workers):
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    port = free_port()
+    # This test plays node 0's elastic agent: it hosts the store the workers join.
+    store = TCPStore("127.0.0.1", port, is_master=True, timeout=timedelta(seconds=300))
+    cmd = [sys.executable, "-m", "dpsuite", "run", *RUN, f"results_dir={tmp_path}"]
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SUBMITIT_"))}
+    pods = [
+        subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            env={**clean, **pytorchjob_env(rank, port)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for rank in range(2)
+    ]
+    try:
+        outputs = [p.communicate(timeout=300)[0].decode() for p in pods]
+    finally:
+        for p in pods:  # a hang fails the test and leaves nothing behind
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        del store
+    assert [p.returncode for p in pods] == [0, 0], outputs
+    rec = read_run(only_run(tmp_path))
+    assert rec["status"] == "complete" and rec["workers"] == 2 and rec["global_batch"] == 64
+    assert rec["run_id"] == local_two_workers[0]["run_id"]
+    assert max_diff(read_params(only_run(tmp_path)), local_two_workers[1]) <= 1e-10
+
+
 @pytest.mark.multiproc
 def test_submitit_local_launcher_runs_a_two_task_job(tmp_path, local_two_workers):
     from dpsuite.cli.main import main

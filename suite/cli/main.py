@@ -17,6 +17,7 @@ from dpsuite.errors import CommandAborted, Terminated, UserError, did_you_mean, 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 HELP_FLAGS = {"-h", "--help"}
 DRY_RUN = "--dry-run"
+STATUS = "--status"
 COMPLETION_FLAG = "-sc"  # Hydra's spelling, which its completion script calls
 EXIT_BAD_INPUT = 2
 
@@ -88,6 +89,8 @@ def _sweep(args: list[str]) -> int:
     if not args or args[0] in HELP_FLAGS:
         print(help.sweep_list())
         return 0 if args else EXIT_BAD_INPUT
+    if args[0] == STATUS:
+        return _sweep_status(args[1:])
     name, rest = args[0], args[1:]
     from dpsuite.cli import hydra_flags
 
@@ -186,6 +189,23 @@ def _export(args: list[str]) -> int:
     return export(args)
 
 
+def _sbatch(args: list[str]) -> int:
+    from dpsuite.cli import sbatch
+
+    return sbatch.run(args)
+
+
+def _sweep_status(args: list[str]) -> int:
+    from pathlib import Path
+
+    from dpsuite.sweep import detached
+
+    if len(args) != 1:
+        raise UserError("sweep --status: give one RESULTS_DIR")
+    print("\n".join(detached.status_lines(Path(args[0]))))
+    return 0
+
+
 def _report(args: list[str]) -> int:
     from dpsuite.cli import report
 
@@ -251,9 +271,16 @@ COMMANDS = {
         Command(
             "sweep",
             _sweep,
-            "NAME [KEY=VALUE ...]",
+            "NAME [KEY=VALUE ...] | --status RESULTS_DIR",
             "a sweep preset (scaling, convergence, demo, ...); rerunning it resumes; "
             "`dpsuite sweep NAME --help` shows its axes, --dry-run its runs",
+        ),
+        Command(
+            "sbatch",
+            _sbatch,
+            "[--submit] [--out PATH] run|sweep ...",
+            "the SLURM batch script of a run or sweep, written out or submitted (detached); "
+            "`dpsuite sweep --status RESULTS_DIR` follows it",
         ),
         Command(
             "demo", _demo, "[KEY=VALUE ...]", "a small scaling + convergence sweep, then its report"

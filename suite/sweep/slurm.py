@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from dpsuite.errors import UserError
 
@@ -138,6 +139,17 @@ def test_submission(script: str) -> None:
             raise UserError(f"cannot reach SLURM to check the jobs: {exc}") from None
     if done.returncode != 0:
         raise UserError(f"SLURM refuses the sweep's jobs: {error_line(done.stderr)}")
+
+
+def sbatch(script: Path) -> str:
+    """Submit a batch script; its job id (UserError with SLURM's reason if refused)."""
+    try:
+        done = _run(["sbatch", "--parsable", str(script)])
+    except SlurmUnreachable as exc:
+        raise UserError(f"cannot reach SLURM to submit the job: {exc}") from None
+    if done.returncode != 0:
+        raise UserError(f"SLURM refuses the job: {error_line(done.stderr)}")
+    return done.stdout.strip().split(";")[0]  # "12" or "12;cluster"
 
 
 def array_ids(job_ids: Iterable[str]) -> list[str]:

@@ -12,19 +12,21 @@ from typing import Any, ClassVar
 
 from dpsuite.workloads.configs.base import WorkloadConfig
 
-INSTALL_HINT = "workload=torchvision needs torchvision: pip install 'dpsuite[vision]'"
+INSTALL_HINT = "workload=torchvision needs the torchvision that matches torch"
 
 
 def torchvision_problem() -> str | None:
     """Why torchvision cannot be used here, or None (an install beside a mismatched torch
     fails on import, not on lookup)."""
+    from dpsuite.workloads.configs.torchvision_pair import installed_torch_hint
+
     if importlib.util.find_spec("torchvision") is None:
-        return f"{INSTALL_HINT} (it is not installed)"
+        return f"{INSTALL_HINT}, which is not installed: {installed_torch_hint()}"
     try:
         import torchvision  # noqa: F401
     except Exception as exc:  # e.g. a build for another torch: its C++ ops fail to load
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return f"{INSTALL_HINT} (importing it failed: {first})"
+        return f"{INSTALL_HINT} (importing it failed: {first}); {installed_torch_hint()}"
     return None
 
 
