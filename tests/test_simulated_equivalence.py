@@ -10,8 +10,8 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from dpsuite.engine.batch_sources import worker_index_batches
 from dpsuite.engine.replicas import has_batch_dependent_layers, simulated_step
-from dpsuite.engine.sharding import all_worker_batches
 from dpsuite.optim.precision import Precision
 from dpsuite.runtime import distributed
 from dpsuite.workloads import get_workload
@@ -116,7 +116,7 @@ def _ddp_bn_worker(rank: int, port: int, out: str) -> None:
     net = DDP(model)  # broadcast_buffers=True: rank 0's BatchNorm statistics win at each step
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    for shards in all_worker_batches(x.shape[0], WORLD, PER_WORKER, seed=3, epoch=0)[:STEPS]:
+    for shards in worker_index_batches(x.shape[0], WORLD, PER_WORKER, seed=3, epoch=0)[:STEPS]:
         opt.zero_grad()
         loss_fn(net(x[shards[rank]]), y[shards[rank]]).backward()
         opt.step()
@@ -147,7 +147,7 @@ def simulated_bn_state(fused: bool) -> dict[str, np.ndarray]:
     def loss_of(net, idx):
         return workload.loss(net(x[idx]), y[idx])
 
-    for shards in all_worker_batches(x.shape[0], WORLD, PER_WORKER, 3, 0)[:STEPS]:
+    for shards in worker_index_batches(x.shape[0], WORLD, PER_WORKER, 3, 0)[:STEPS]:
         opt.zero_grad()
         simulated_step(model, loss_of, shards, fused=fused, precision=FP64)
         opt.step()
@@ -171,7 +171,7 @@ def test_unfused_simulated_batchnorm_equals_real_ddp(tmp_path):
 def test_fused_and_unfused_agree_without_batchnorm():
     workload = get_workload("mnist1d_mlp")
     x, y = bn_data()
-    shards = all_worker_batches(x.shape[0], 4, 8, seed=0, epoch=0)[0]
+    shards = worker_index_batches(x.shape[0], 4, 8, seed=0, epoch=0)[0]
     grads = []
     for fused in (True, False):
         torch.manual_seed(0)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from dpsuite import workloads
-from dpsuite.engine.sharding import all_worker_batches, worker_batches
+from dpsuite.engine.batch_sources import index_batches, worker_index_batches
 from dpsuite.workloads.mnist_1d import cache_path, generation_args, load_or_generate
 
 
@@ -77,13 +77,13 @@ def test_unknown_workload():
 
 @pytest.mark.parametrize("n,world,b", [(1000, 2, 16), (1003, 4, 8), (777, 3, 5)])
 def test_shards_union_is_the_one_worker_batch(n, world, b):
-    one = worker_batches(n, 1, 0, world * b, seed=5, epoch=2)
-    many = all_worker_batches(n, world, b, seed=5, epoch=2)
+    one = index_batches(n, 1, 0, world * b, seed=5, epoch=2)
+    many = worker_index_batches(n, world, b, seed=5, epoch=2)
     assert len(one) == len(many) == n // (world * b)
     for big, parts in zip(one, many, strict=True):
         assert torch.equal(torch.sort(big).values, torch.sort(torch.cat(parts)).values)
     # a new epoch is a new shuffle
-    assert not torch.equal(one[0], worker_batches(n, 1, 0, world * b, seed=5, epoch=3)[0])
+    assert not torch.equal(one[0], index_batches(n, 1, 0, world * b, seed=5, epoch=3)[0])
 
 
 # ---- a damaged or unwritable data cache -----------------------------------------------------

@@ -7,9 +7,10 @@ entry-point group ``dpsuite.workloads``, and a one-off from its import path
 
 The configs import no torch, so composing a config, printing help and completing a command line
 stay quick. The classes (``REGISTRY``, ``available``, ``lookup``, ``get_workload``, ``Workload``,
-``Data``) import torch on first use. ``lookup`` and ``chosen_configs`` import only the chosen
-workload's module (a run of a built-in imports no plugin); listing (``configs``, ``available``,
-``names``) imports every plugin, each contained, and warns once of each one it leaves out.
+``Data``, ``Datasets``) import torch on first use. ``lookup`` and ``chosen_configs`` import only
+the chosen workload's module (a run of a built-in imports no plugin); listing (``configs``,
+``available``, ``names``) imports every plugin, each contained, and warns once of each one it
+leaves out.
 """
 
 from __future__ import annotations
@@ -25,11 +26,15 @@ from dpsuite.workloads.configs import CONFIGS, WorkloadConfig
 from dpsuite.workloads.plugins import PluginError
 
 if TYPE_CHECKING:
-    from dpsuite.workloads.base import Data, Workload
+    from dpsuite.workloads.base import Data, Datasets, Workload
 
     REGISTRY: dict[str, type[Workload]]
 
-_LAZY = {"Data": "dpsuite.workloads.base", "Workload": "dpsuite.workloads.base"}
+_LAZY = {
+    "Data": "dpsuite.workloads.base",
+    "Datasets": "dpsuite.workloads.base",
+    "Workload": "dpsuite.workloads.base",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -133,6 +138,7 @@ def get_workload(name: str, cache_dir: str | Path | None = None, **params: Any) 
 __all__ = [
     "CONFIGS",
     "Data",
+    "Datasets",
     "Workload",
     "WorkloadConfig",
     "REGISTRY",

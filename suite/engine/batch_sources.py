@@ -87,6 +87,15 @@ def index_batches(num: int, world: int, rank: int, batch: int, seed: int, epoch:
     return torch.tensor(list(sampler), dtype=torch.long)[: steps * batch].view(steps, batch)
 
 
+def worker_index_batches(
+    num: int, workers: int, per_worker: int, seed: int, epoch: int
+) -> list[list[Tensor]]:
+    """One epoch of simulated workers' index batches: per step, each worker's (what rank r of
+    ``workers`` DDP ranks takes: the global batch dealt round-robin)."""
+    steps = index_batches(num, 1, 0, workers * per_worker, seed, epoch).unbind(0)
+    return [[batch_tree.strided(idx, r, workers) for r in range(workers)] for idx in steps]
+
+
 def _epochs(one_epoch: Callable[[int], Any]) -> Iterator[tuple[int, Any]]:
     epoch = 0
     while True:
@@ -120,13 +129,8 @@ class TensorBatches(BatchSource):
         return _epochs(lambda e: index_batches(n, world, rank, per_worker, seed, e).unbind(0))
 
     def simulated_steps(self, workers: int, per_worker: int, seed: int) -> Iterator[Any]:
-        n, b = self.num_train, workers * per_worker
-        return _epochs(
-            lambda e: (
-                [batch_tree.strided(idx, r, workers) for r in range(workers)]
-                for idx in index_batches(n, 1, 0, b, seed, e).unbind(0)
-            )
-        )
+        n = self.num_train
+        return _epochs(lambda e: worker_index_batches(n, workers, per_worker, seed, e))
 
     def loss_of(self, net: nn.Module, idx: Tensor) -> Tensor:
         return self.workload.batch_loss(net, (self.data.train_x[idx], self.data.train_y[idx]))
