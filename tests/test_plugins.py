@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import REPO, only_run, read_run, run_subprocess
 
 EXAMPLE = REPO / "examples" / "dpsuite-example-plugin"
+DATASET_EXAMPLE = REPO / "examples" / "dpsuite-example-dataset"
 
 # A distribution offering four workloads, three of them broken in different ways, written as
 # pip would (a .dist-info with entry_points.txt) so that importlib.metadata finds it.
@@ -90,16 +91,21 @@ def error_line(done: subprocess.CompletedProcess) -> str:
     return lines[-1]
 
 
-@pytest.mark.multiproc
-def test_installed_example_plugin_trains_with_ddp_and_is_reported(tmp_path, with_path):
+def install(example: Path, tmp_path: Path) -> Path:
+    """pip-install an example plugin into a directory of its own; the directory."""
     if importlib.util.find_spec("setuptools") is None:
         pytest.skip("building the example plugin without an index needs setuptools installed")
-    source = tmp_path / "example"
-    shutil.copytree(EXAMPLE, source)  # the build writes next to the sources: not in the repo
-    site = tmp_path / "site"
+    source = tmp_path / example.name
+    shutil.copytree(example, source)  # the build writes next to the sources: not in the repo
+    site = tmp_path / f"site-{example.name}"
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
     subprocess.run([*pip, "--target", str(site), str(source)], check=True, timeout=300)
-    with_path(site)
+    return site
+
+
+@pytest.mark.multiproc
+def test_installed_example_plugin_trains_with_ddp_and_is_reported(tmp_path, with_path):
+    with_path(install(EXAMPLE, tmp_path))
 
     results = tmp_path / "results"
     done = run_subprocess(
@@ -175,3 +181,31 @@ def test_broken_plugins_never_stop_the_others(tmp_path, broken_site):
         assert "broken" not in done.stderr
     listed = run_subprocess("run", "--help").stdout
     assert "good_mlp" in listed and "mnist1d_mlp" in listed and "not_a_workload" not in listed
+
+
+@pytest.mark.multiproc
+def test_installed_dataset_plugin_reads_its_files_while_training(tmp_path, with_path):
+    """A team's job as it comes: files on disk, a Dataset, dict batches, its own loss and a
+    loss target; 2 DDP workers with 2 loader workers each."""
+    with_path(install(DATASET_EXAMPLE, tmp_path))
+    results = tmp_path / "results"
+    done = run_subprocess(
+        "run",
+        "workload=sensor_regression",
+        "workers=2",
+        "data.loader_workers=2",
+        f"workload.data_dir={tmp_path / 'files'}",
+        "workload.num_samples=600",
+        "workload.target_loss=0.1",
+        f"results_dir={results}",
+    )
+    assert done.returncode == 0, done.stderr
+    record = read_run(only_run(results))
+    m = record["metrics"]
+    assert record["status"] == "complete" and record["data_form"] == "datasets"
+    assert record["target_metric"] == "eval_loss" and m["steps_to_target"] is not None
+    assert m["final_eval_loss"] <= 0.1 and m["final_eval_acc"] is None
+    assert 0 <= m["data_wait_share"] <= 1 and m["first_batch_s"] > 0
+    assert len(list((tmp_path / "files").glob("*.npz"))) == 600
+    report = run_subprocess("report", str(results), "--out", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr
