@@ -9,10 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from dpsuite.analysis.scaling.model import Overheads
-from dpsuite.analysis.scaling.published import PUBLISHED, published_model
+from dpsuite.analysis.scaling.published import PUBLISHED, published_entries, published_model
 from dpsuite.analysis.scaling.skill import trivial_forecasts
 
 # Fixed before the numbers were computed: the model's mean |error| over a family's held-out
@@ -44,7 +43,7 @@ def leave_last_out_table(path: Path = PUBLISHED) -> pd.DataFrame:
     """One row per eligible published table: the held-out count, the count fitted on, the
     published efficiency, the model's and the two trivial forecasts'."""
     rows = []
-    for entry in yaml.safe_load(Path(path).read_text()):
+    for entry in published_entries(path):
         if not eligible(entry):
             continue
         smaller = {int(n): float(e) for n, e in entry["smaller_counts"].items()}

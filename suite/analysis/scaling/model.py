@@ -117,6 +117,11 @@ class ScalingModel:
     comm_sm_share: float = 0.0
     # Samples per second one node's host loads (decode, augment), measured (None: not known).
     input_samples_per_s: float | None = None
+    # Micro-batches per step (gradient accumulation): each a forward and backward pass of the
+    # per-worker batch, the gradients all-reduced once, during the last one's backward pass.
+    grad_accum: int = 1
+    # False: the all-reduces start when the backward pass has ended (no bucket overlaps it).
+    overlap: bool = True
 
     @property
     def validated_max(self) -> int:
@@ -125,6 +130,11 @@ class ScalingModel:
 
     def buckets(self) -> list[overlap.Bucket]:
         """(bytes, backward fraction done when ready) of each bucket, in all-reduce order."""
+        if not self.overlap:  # every bucket waits for the end of the backward pass
+            return [(size, 1.0) for size, _ in self._packed()]
+        return self._packed()
+
+    def _packed(self) -> list[overlap.Bucket]:
         if self.tensor_bytes:
             # DDP's small first bucket; Horovod's fusion buffer and Caffe2 have none.
             ddp = self.library.library == "torch-ddp"
@@ -144,7 +154,8 @@ class ScalingModel:
         )
         largest = max((size for size, _ in buckets), default=0.0)
         algorithm = allreduce_cost.allreduce(self.topology, largest, n, self.library)[1]
-        compute = self.compute.step_s(batch)
+        # Earlier micro-batches run before the last one's backward pass, the only one overlapped.
+        compute = self.grad_accum * self.compute.step_s(batch)
         wait = compute * (self.overheads.straggler_factor(n) - 1)
         return Step(compute, wait, sched.comm_s, sched.exposed_s, 0.0, algorithm, sched.slowed_s)
 
@@ -162,7 +173,8 @@ class ScalingModel:
         measured per-node rate (0: no rate)."""
         if self.input_samples_per_s is None:
             return 0.0
-        return self.topology.ranks_per_node(n) * batch / self.input_samples_per_s
+        samples = self.grad_accum * batch
+        return self.topology.ranks_per_node(n) * samples / self.input_samples_per_s
 
     def step(self, n: int, batch: int) -> Step:
         base = self._base_step(n, batch)
@@ -204,7 +216,7 @@ class ScalingModel:
                     "input_wait_s": step.input_wait_s,
                     "input_bound": step.input_wait_s > 0,
                     "algorithm": step.algorithm,
-                    "samples_per_s": n * batch / step.total_s,
+                    "samples_per_s": n * batch * self.grad_accum / step.total_s,
                     "baseline_workers": baseline,
                     "efficiency": base / step.total_s,
                     "prediction": self.kind(),
@@ -227,6 +239,8 @@ class ScalingModel:
             "grad_bytes": self.grad_bytes,
             "bucket_bytes": self.bucket_bytes,
             "buckets": len(self.buckets()),
+            "grad_accum": self.grad_accum,
+            "overlap": self.overlap,
             "tensors": len(self.tensor_bytes) or None,
             "step_samples": len(o.step_samples),
             "node_efficiency": o.node_efficiency,
