@@ -175,3 +175,26 @@ def test_the_shipped_table_passes_its_own_check():
     from dpsuite.analysis.scaling.published_file import load_published
 
     assert len(load_published(PUBLISHED)) == len(yaml.safe_load(PUBLISHED.read_text()))
+
+
+# ---- the network as comm-bench measured it --------------------------------------------------
+
+
+def test_comm_bench_results_replace_the_profiles_link_rates(tmp_path, dpsuite, capsys):
+    from tests.test_predict import write_bench
+
+    write_bench(tmp_path / "bench", world=4)  # 20 us a hop, 1.2 GB/s, on one node
+    plan = ["--profile", "dgx-a100", "--params", "25e6", "--samples-per-s", "900"]
+    plan += ["--workers", "1,16"]
+    assert dpsuite("predict", *plan) == 0
+    datasheet = capsys.readouterr().out
+    assert "(datasheet: the profile's links)" in datasheet
+    assert dpsuite("predict", *plan, "--comm-bench", str(tmp_path / "bench")) == 0
+    measured = capsys.readouterr().out
+    assert "1.2 GB/s" in measured and "1.2 GB/s" not in datasheet
+    assert "measured: comm-bench on one node (the network: datasheet)" in measured
+    assert dpsuite("predict", *plan, "--comm-bench", str(tmp_path / "none")) == 2
+    assert "--comm-bench: results directory not found" in _error(capsys)
+    (tmp_path / "empty").mkdir()
+    assert dpsuite("predict", *plan, "--comm-bench", str(tmp_path / "empty")) == 2
+    assert "no error-free multi-rank all-reduce results" in _error(capsys)

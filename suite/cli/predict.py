@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from dpsuite import results
@@ -146,6 +147,13 @@ def _add_measured_terms(group: argparse._ArgumentGroup) -> None:
         "workers on one host, same per-worker batch, not oversubscribed)",
     )
     group.add_argument(
+        "--comm-bench",
+        metavar="RESULTS_DIR",
+        help="the links as that results tree's comm-bench measured them (on one node, and "
+        "across nodes where it ran across them) instead of the profile's datasheet rates; "
+        "planning on a profile",
+    )
+    group.add_argument(
         "--input-samples-per-s",
         type=float,
         help="a measured rate at which one node's host loads samples (decode, augment; e.g. "
@@ -180,6 +188,8 @@ def run(args: list[str]) -> int:
         fits = [_planned(a, opts, profile)]
     elif a.results_dir is None:
         raise UserError("give a results directory, or --profile with --workload or --params")
+    elif a.comm_bench is not None:
+        raise UserError("--comm-bench goes with planning on a profile (--workload or --params)")
     elif a.nccl_channels is not None:
         raise UserError("--nccl-channels goes with planning on a profile (--workload or --params)")
     else:
@@ -292,11 +302,12 @@ def _planned(a: argparse.Namespace, opts: ModelOptions, profile: Profile | None)
         params = float(sum(opts.tensors.numels))  # the tensors are the model counted
     planned = plan.resolve_workload(runs, a.workload, params, a.flops_per_sample)
     predict_bounds.check_buckets(planned.params, a.bucket_mb)
+    profile, links = _measured_links(a.comm_bench, profile)
     lib = options.profile_library(opts, profile.nccl_ll128)
     node = options.node_runs(opts)
     if node is not None:
         opts = options.measured_node(opts, node, a.workload, a.batch)
-    return plan.plan_fit(
+    planned_fit = plan.plan_fit(
         profile,
         planned,
         samples_per_s=a.samples_per_s,
@@ -309,6 +320,26 @@ def _planned(a: argparse.Namespace, opts: ModelOptions, profile: Profile | None)
         overheads=options.overheads(opts, profile.topology.gpus_per_node),
         nccl_channels=options.nccl_channels(opts, profile),
     )
+    m = planned_fit.model
+    return replace(planned_fit, model=replace(m, measured=(*m.measured, *links)))
+
+
+def _measured_links(folder: str | None, profile: Profile) -> tuple[Profile, tuple[str, ...]]:
+    """The profile with the links ``folder``'s comm-bench measured, and which were measured:
+    "links" (one node) and "network" (across nodes)."""
+    if folder is None:
+        return profile, ()
+    if not Path(folder).is_dir():
+        raise UserError(f"--comm-bench: results directory not found: {folder}")
+    bench = results.load_comm_bench(folder)
+    try:
+        topology = fit.fit_topology(bench, profile.topology)
+    except ValueError as exc:
+        raise UserError(f"--comm-bench {folder}: {exc}") from None
+    if topology is profile.topology:
+        raise UserError(f"--comm-bench {folder}: no error-free multi-rank all-reduce results")
+    across = topology.inter is not profile.topology.inter
+    return replace(profile, topology=topology), ("links", "network") if across else ("links",)
 
 
 def _fitted(a: argparse.Namespace, opts: ModelOptions, profile: Profile | None) -> list[Fit]:

@@ -27,6 +27,7 @@ import pandas as pd
 from dpsuite.analysis.scaling import allreduce_cost, overlap
 from dpsuite.analysis.scaling.allreduce_cost import Library
 from dpsuite.analysis.scaling.compute import ComputeModel
+from dpsuite.analysis.scaling.sync_cost import SyncCost, collective_latency_s
 from dpsuite.analysis.scaling.topology import Topology
 
 MIB = 2**20  # DDP's bucket_cap_mb is in MiB (bucket_bytes_cap = bucket_cap_mb * 1024 * 1024)
@@ -64,6 +65,7 @@ class Overheads:
     step_samples: tuple[float, ...] = ()
     node_efficiency: float | None = None
     node_workers: int | None = None
+    sync: SyncCost = field(default_factory=SyncCost)  # fitted to several measured counts
 
     def straggler_factor(self, n: int) -> float:
         if n <= 1 or len(self.step_samples) < 2:
@@ -83,6 +85,7 @@ class Step:
     algorithm: str
     slowed_s: float = 0.0  # the backward pass's extra time on the SMs NCCL's kernels leave it
     input_wait_s: float = 0.0  # the further wait for the node's input pipeline (0: not bound)
+    sync_s: float = 0.0  # synchronisation per collective, fitted to measured counts (sync_cost)
 
     @property
     def total_s(self) -> float:
@@ -93,6 +96,7 @@ class Step:
             + self.exposed_s
             + self.overhead_s
             + self.input_wait_s
+            + self.sync_s
         )
 
 
@@ -178,7 +182,9 @@ class ScalingModel:
 
     def step(self, n: int, batch: int) -> Step:
         base = self._base_step(n, batch)
-        step = Step(**{**base.__dict__, "overhead_s": self.overhead_s(n, batch)})
+        fitted = self.overheads.sync.fitted_on and n > 1
+        sync = self.overheads.sync.seconds(n, collective_latency_s(self, n) if fitted else 0.0)
+        step = Step(**{**base.__dict__, "overhead_s": self.overhead_s(n, batch), "sync_s": sync})
         waiting = max(0.0, self.input_step_s(n, batch) - step.total_s)
         return replace(step, input_wait_s=waiting)
 
@@ -188,7 +194,8 @@ class ScalingModel:
     def kind(self) -> str:
         """'estimate' when an overhead term was measured, else 'bound' (efficiency at most)."""
         o = self.overheads
-        return "estimate" if o.node_efficiency is not None or o.step_samples else "bound"
+        measured = o.node_efficiency is not None or o.step_samples or o.sync.fitted_on
+        return "estimate" if measured else "bound"
 
     def terms(self) -> str:
         return ", ".join(self.measured) if self.measured else "none"
@@ -213,6 +220,7 @@ class ScalingModel:
                     "comm_s": step.comm_s,
                     "exposed_comm_s": step.exposed_s,
                     "overhead_s": step.overhead_s,
+                    "sync_s": step.sync_s,
                     "input_wait_s": step.input_wait_s,
                     "input_bound": step.input_wait_s > 0,
                     "algorithm": step.algorithm,

@@ -170,8 +170,8 @@ def format_published_skill(table: pd.DataFrame, path: Path = PUBLISHED) -> str:
             "included) and efficiency that stays what it was at the largest of those counts:",
             skill.format_skill(scored),
             "",
-            "leave-last-out: each table with two or more smaller counts, the model given the",
-            "largest smaller count's efficiency, its largest count predicted:",
+            "leave-last-out: each table with two or more smaller counts, the model's",
+            "synchronisation term fitted to their efficiencies, its largest count predicted:",
             held_out_text,
         ]
     )
