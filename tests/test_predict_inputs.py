@@ -3,6 +3,7 @@ overlap off, and a user's own table of measured scaling, each read strictly."""
 
 from dataclasses import replace
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -198,3 +199,37 @@ def test_comm_bench_results_replace_the_profiles_link_rates(tmp_path, dpsuite, c
     (tmp_path / "empty").mkdir()
     assert dpsuite("predict", *plan, "--comm-bench", str(tmp_path / "empty")) == 2
     assert "no error-free multi-rank all-reduce results" in _error(capsys)
+
+
+# ---- fitted to every count measured ---------------------------------------------------------
+
+
+def test_predict_results_fits_its_terms_to_every_count(tmp_path, dpsuite, capsys):
+    from dpsuite.analysis.scaling.model import Overheads
+    from dpsuite.analysis.scaling.sync_cost import SyncCost
+    from tests.test_predict import PARAMS, TRUTH, write_bench
+
+    truth = replace(TRUTH, overheads=Overheads(sync=SyncCost(5e-3, 20.0, (2,))))
+    root = tmp_path / "res"
+    for workers in (1, 2, 4, 8):
+        step = truth.step_s(workers, trees.PER_WORKER)
+        run = trees.write_run(
+            root, workers=workers, samples_per_s=workers * trees.PER_WORKER / step
+        )
+        rec = results.read_json(run / "run.json")
+        rec.update(num_params=PARAMS, bucket_cap_mb=25.0)
+        results.write_json_atomic(run / "run.json", rec)
+    write_bench(root, world=2)
+    write_bench(root, world=4)
+    out = tmp_path / "pred"
+    args = ["predict", str(root), "--workers", "1,8,64", "--out", str(out)]
+    assert dpsuite(*args) == 0
+    text = capsys.readouterr().out
+    assert "synchronisation fitted at 2, 4, 8 workers" in text
+    assert "leave-last-out on these runs: fitted at 2, 4 workers, 8 predicted" in text
+    held = float(text.split("leave-last-out on these runs")[1].split("error ")[1].split(" %")[0])
+    assert abs(held) < 1.0  # the term the runs were made with, found from 1, 2 and 4
+    predictions = pd.read_csv(out / "predictions.csv").set_index("workers")
+    assert predictions.loc[64, "step_time_s"] == pytest.approx(
+        truth.step_s(64, trees.PER_WORKER), rel=1e-3
+    )

@@ -11,7 +11,16 @@ from dataclasses import replace
 from pathlib import Path
 
 from dpsuite import results
-from dpsuite.analysis.scaling import fit, model, options, output, plan, profiles, published
+from dpsuite.analysis.scaling import (
+    fit,
+    fit_counts,
+    model,
+    options,
+    output,
+    plan,
+    profiles,
+    published,
+)
 from dpsuite.analysis.scaling.allreduce_cost import (
     ALGORITHM_NAMES,
     BACKENDS,
@@ -19,6 +28,7 @@ from dpsuite.analysis.scaling.allreduce_cost import (
     parse_version,
 )
 from dpsuite.analysis.scaling.fit import Fit
+from dpsuite.analysis.scaling.fit_counts import HeldOut
 from dpsuite.analysis.scaling.options import ModelOptions
 from dpsuite.analysis.scaling.profiles import Profile
 from dpsuite.analysis.scaling.tensor_file import dump_tensors, load_tensors
@@ -183,8 +193,26 @@ def run(args: list[str]) -> int:
         predict_bounds.check_out(a.out)
     if a.results_dir is not None and not Path(a.results_dir).is_dir():
         raise UserError(f"results directory not found: {a.results_dir}")
+    checked = _predicted(a, opts)
+    fits = [one for one, _ in checked]
+    if a.out:
+        predict_bounds.make_out(a.out)
+    for one, check in checked:
+        print(output.format_fit(one, a.batch, workers, a.baseline_workers))
+        for line in fit_counts.format_held_out(one, check):
+            print(line)
+    if a.out:
+        _write(fits, a, workers)
+        print(f"wrote {a.out}/predictions.csv, validation.csv, models.csv")
+    return 0
+
+
+def _predicted(a: argparse.Namespace, opts: ModelOptions) -> list[tuple[Fit, HeldOut | None]]:
+    """The models to predict with, planned or fitted, the options applied; a fitted one's
+    synchronisation term fitted to every count its runs measured, with its leave-last-out."""
     profile = profiles.load_profile(a.profile) if a.profile else None
-    if a.workload or a.params is not None or (opts.tensors and a.results_dir is None):
+    planning = a.workload or a.params is not None or (opts.tensors and a.results_dir is None)
+    if planning:
         fits = [_planned(a, opts, profile)]
     elif a.results_dir is None:
         raise UserError("give a results directory, or --profile with --workload or --params")
@@ -197,14 +225,9 @@ def run(args: list[str]) -> int:
     fits = [options.input_rate(options.step_shape(one, opts), opts) for one in fits]
     for one in fits:
         predict_bounds.check_step(one.model.compute.step_s(a.batch), a.batch, one.workload)
-    if a.out:
-        predict_bounds.make_out(a.out)
-    for one in fits:
-        print(output.format_fit(one, a.batch, workers, a.baseline_workers))
-    if a.out:
-        _write(fits, a, workers)
-        print(f"wrote {a.out}/predictions.csv, validation.csv, models.csv")
-    return 0
+    if planning:
+        return [(one, None) for one in fits]
+    return fit_counts.fit_every_count(fits, results.load(a.results_dir))
 
 
 def _checked(a: argparse.Namespace) -> ModelOptions:
