@@ -459,7 +459,7 @@ PLAN = ("predict", "--profile", "dgx-a100", "--params", "25e6", "--flops-per-sam
         ((*PLAN, "--bucket-mb", "-1"), "--bucket-mb must be > 0"),
         # Used to print the table and exit 0.
         (
-            ("predict", "--published", "/no/such/dir", "--workers", "abc", "--out", "{tmp}/d"),
+            ("predict", "/no/such/dir", "--published", "--workers", "abc", "--out", "{tmp}/d"),
             "--published takes no other arguments (it prints the published comparison): "
             "drop RESULTS_DIR, --out, --workers",
         ),

@@ -15,7 +15,7 @@ BASE = ScalingModel(DGX, ComputeModel(0.0, 1e-3), grad_bytes=100e6, measured=("c
 JITTERY = replace(
     BASE,
     overheads=Overheads(step_samples=(0.8, 0.9, 1.0, 1.1, 1.3)),
-    measured=("compute", "links", "straggler jitter"),
+    measured=("compute", "links", "network", "straggler jitter"),
 )
 
 
@@ -39,6 +39,11 @@ def test_with_no_recorded_step_times_the_wait_is_assumed_zero_and_says_so():
 def test_the_links_source_is_comm_bench_or_the_datasheet():
     assert _terms(JITTERY, 64)["exposed all-reduce"].source == "measured: comm-bench"
     assert _terms(BASE, 64)["exposed all-reduce"].source.startswith("datasheet")
+    one_node = replace(JITTERY, measured=("compute", "links"))  # comm-bench on one node only
+    assert _terms(one_node, 8)["exposed all-reduce"].source == "measured: comm-bench"
+    assert _terms(one_node, 64)["exposed all-reduce"].source == (
+        "measured: comm-bench on one node (the network: datasheet)"
+    )
 
 
 def test_the_shares_add_up_to_the_step():

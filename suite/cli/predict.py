@@ -7,10 +7,20 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from dpsuite import results
-from dpsuite.analysis.scaling import fit, model, options, output, plan, profiles, published
+from dpsuite.analysis.scaling import (
+    fit,
+    fit_counts,
+    model,
+    options,
+    output,
+    plan,
+    profiles,
+    published,
+)
 from dpsuite.analysis.scaling.allreduce_cost import (
     ALGORITHM_NAMES,
     BACKENDS,
@@ -18,10 +28,13 @@ from dpsuite.analysis.scaling.allreduce_cost import (
     parse_version,
 )
 from dpsuite.analysis.scaling.fit import Fit
+from dpsuite.analysis.scaling.fit_counts import HeldOut
 from dpsuite.analysis.scaling.options import ModelOptions
 from dpsuite.analysis.scaling.profiles import Profile
+from dpsuite.analysis.scaling.tensor_file import dump_tensors, load_tensors
 from dpsuite.cli import predict_bounds
 from dpsuite.cli.args import ArgParser, finite
+from dpsuite.cli.predict_tensors import dumped_tensors
 from dpsuite.errors import UserError
 
 
@@ -43,9 +56,19 @@ def parser() -> ArgParser:
     )
     p.add_argument(
         "--published",
-        action="store_true",
+        nargs="?",
+        const=str(published.PUBLISHED),
+        metavar="FILE",
         help="the model against published multi-GPU scaling (Horovod, Goyal et al., NVIDIA "
-        "DeepLearningExamples)",
+        "DeepLearningExamples), or against your own table FILE (its format: "
+        "docs/scaling-model.md)",
+    )
+    p.add_argument(
+        "--dump-tensors",
+        nargs="+",
+        metavar="SOURCE",
+        help="print a workload's gradient tensors as the file --tensors reads: from a run "
+        "(run.json or its directory) or workload=NAME [key=value ...] (its config keys)",
     )
     _add_planning(p.add_argument_group("planning a workload on --profile's hardware"))
     _add_model_terms(p.add_argument_group("the model's terms"))
@@ -61,6 +84,23 @@ def _add_planning(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--tflops", type=finite, help="peak TFLOP/s per GPU (overrides the profile)")
     group.add_argument("--mfu", type=finite, default=0.4, help="fraction of peak achieved (0.4)")
     group.add_argument("--bucket-mb", type=finite, default=model.DEFAULT_BUCKET_MB)
+    group.add_argument(
+        "--tensors",
+        metavar="FILE",
+        help="the gradient tensors (elements of each, in registration order) as --dump-tensors "
+        "writes them: they replace the runs' or the workload's",
+    )
+    group.add_argument(
+        "--grad-accum",
+        type=int,
+        default=1,
+        help="micro-batches of --batch per step, gradients all-reduced once (default 1)",
+    )
+    group.add_argument(
+        "--no-overlap",
+        action="store_true",
+        help="all-reduce after the backward pass, not bucket by bucket during it",
+    )
 
 
 def _add_model_terms(group: argparse._ArgumentGroup) -> None:
@@ -117,6 +157,13 @@ def _add_measured_terms(group: argparse._ArgumentGroup) -> None:
         "workers on one host, same per-worker batch, not oversubscribed)",
     )
     group.add_argument(
+        "--comm-bench",
+        metavar="RESULTS_DIR",
+        help="the links as that results tree's comm-bench measured them (on one node, and "
+        "across nodes where it ran across them) instead of the profile's datasheet rates; "
+        "planning on a profile",
+    )
+    group.add_argument(
         "--input-samples-per-s",
         type=float,
         help="a measured rate at which one node's host loads samples (decode, augment; e.g. "
@@ -128,39 +175,59 @@ def run(args: list[str]) -> int:
     """`dpsuite predict ARGS`: the exit status."""
     p = parser()
     a = p.parse_args(args)
+    if a.dump_tensors is not None:
+        predict_bounds.only_flag(a, p, "dump_tensors")
+        print(dump_tensors(dumped_tensors(a.dump_tensors)), end="")
+        return 0
     opts = _checked(a)
     if a.published:
         predict_bounds.published_extras(a, p)
-        table = published.published_table()
+        path = Path(a.published)
+        table = published.published_table(path)
         print(output.format_published(table))
         print()
-        print(output.format_published_skill(table))
+        print(output.format_published_skill(table, path))
         return 0
     workers = _worker_counts(a.workers, a.max_workers, a.baseline_workers)
     if a.out:
         predict_bounds.check_out(a.out)
     if a.results_dir is not None and not Path(a.results_dir).is_dir():
         raise UserError(f"results directory not found: {a.results_dir}")
-    profile = profiles.load_profile(a.profile) if a.profile else None
-    if a.workload or a.params is not None:
-        fits = [_planned(a, opts, profile)]
-    elif a.results_dir is None:
-        raise UserError("give a results directory, or --profile with --workload or --params")
-    elif a.nccl_channels is not None:
-        raise UserError("--nccl-channels goes with planning on a profile (--workload or --params)")
-    else:
-        fits = _fitted(a, opts, profile)
-    fits = [options.input_rate(one, opts) for one in fits]
-    for one in fits:
-        predict_bounds.check_step(one.model.compute.step_s(a.batch), a.batch, one.workload)
+    checked = _predicted(a, opts)
+    fits = [one for one, _ in checked]
     if a.out:
         predict_bounds.make_out(a.out)
-    for one in fits:
+    for one, check in checked:
         print(output.format_fit(one, a.batch, workers, a.baseline_workers))
+        for line in fit_counts.format_held_out(one, check):
+            print(line)
     if a.out:
         _write(fits, a, workers)
         print(f"wrote {a.out}/predictions.csv, validation.csv, models.csv")
     return 0
+
+
+def _predicted(a: argparse.Namespace, opts: ModelOptions) -> list[tuple[Fit, HeldOut | None]]:
+    """The models to predict with, planned or fitted, the options applied; a fitted one's
+    synchronisation term fitted to every count its runs measured, with its leave-last-out."""
+    profile = profiles.load_profile(a.profile) if a.profile else None
+    planning = a.workload or a.params is not None or (opts.tensors and a.results_dir is None)
+    if planning:
+        fits = [_planned(a, opts, profile)]
+    elif a.results_dir is None:
+        raise UserError("give a results directory, or --profile with --workload or --params")
+    elif a.comm_bench is not None:
+        raise UserError("--comm-bench goes with planning on a profile (--workload or --params)")
+    elif a.nccl_channels is not None:
+        raise UserError("--nccl-channels goes with planning on a profile (--workload or --params)")
+    else:
+        fits = _fitted(a, opts, profile)
+    fits = [options.input_rate(options.step_shape(one, opts), opts) for one in fits]
+    for one in fits:
+        predict_bounds.check_step(one.model.compute.step_s(a.batch), a.batch, one.workload)
+    if planning:
+        return [(one, None) for one in fits]
+    return fit_counts.fit_every_count(fits, results.load(a.results_dir))
 
 
 def _checked(a: argparse.Namespace) -> ModelOptions:
@@ -175,6 +242,8 @@ def _checked(a: argparse.Namespace) -> ModelOptions:
         except ValueError as exc:
             raise UserError(f"--nccl-version: {exc}") from None
     opts = _model_options(a)
+    if opts.tensors is not None and a.params is not None:
+        raise UserError("give --tensors or --params, not both (the tensors give the parameters)")
     if a.measured_node_efficiency is not None and a.node_efficiency_from is not None:
         raise UserError("give --measured-node-efficiency or --node-efficiency-from, not both")
     if a.node_efficiency_from is None:
@@ -202,6 +271,9 @@ def _model_options(a: argparse.Namespace) -> ModelOptions:
         node_workers=a.node_workers,
         node_efficiency_from=a.node_efficiency_from,
         input_samples_per_s=a.input_samples_per_s,
+        tensors=load_tensors(a.tensors) if a.tensors else None,
+        grad_accum=a.grad_accum,
+        overlap=not a.no_overlap,
     )
 
 
@@ -242,17 +314,23 @@ def _write(fits: list[Fit], a: argparse.Namespace, workers: list[int]) -> None:
 def _planned(a: argparse.Namespace, opts: ModelOptions, profile: Profile | None) -> Fit:
     """The workload of ``--workload`` or ``--params`` planned on ``--profile``'s hardware."""
     if profile is None:
-        raise UserError("--workload and --params plan on a hardware profile: give --profile")
+        raise UserError(
+            "--workload, --params and --tensors plan on a hardware profile: give --profile"
+        )
     if a.workload and a.results_dir is None:
         raise UserError(f"--workload {a.workload}: give the RESULTS_DIR whose runs counted it")
     runs = results.load(a.results_dir) if a.workload else None
-    planned = plan.resolve_workload(runs, a.workload, a.params, a.flops_per_sample)
+    params = a.params
+    if opts.tensors is not None and a.workload is None:
+        params = float(sum(opts.tensors.numels))  # the tensors are the model counted
+    planned = plan.resolve_workload(runs, a.workload, params, a.flops_per_sample)
     predict_bounds.check_buckets(planned.params, a.bucket_mb)
+    profile, links = _measured_links(a.comm_bench, profile)
     lib = options.profile_library(opts, profile.nccl_ll128)
     node = options.node_runs(opts)
     if node is not None:
         opts = options.measured_node(opts, node, a.workload, a.batch)
-    return plan.plan_fit(
+    planned_fit = plan.plan_fit(
         profile,
         planned,
         samples_per_s=a.samples_per_s,
@@ -265,6 +343,26 @@ def _planned(a: argparse.Namespace, opts: ModelOptions, profile: Profile | None)
         overheads=options.overheads(opts, profile.topology.gpus_per_node),
         nccl_channels=options.nccl_channels(opts, profile),
     )
+    m = planned_fit.model
+    return replace(planned_fit, model=replace(m, measured=(*m.measured, *links)))
+
+
+def _measured_links(folder: str | None, profile: Profile) -> tuple[Profile, tuple[str, ...]]:
+    """The profile with the links ``folder``'s comm-bench measured, and which were measured:
+    "links" (one node) and "network" (across nodes)."""
+    if folder is None:
+        return profile, ()
+    if not Path(folder).is_dir():
+        raise UserError(f"--comm-bench: results directory not found: {folder}")
+    bench = results.load_comm_bench(folder)
+    try:
+        topology = fit.fit_topology(bench, profile.topology)
+    except ValueError as exc:
+        raise UserError(f"--comm-bench {folder}: {exc}") from None
+    if topology is profile.topology:
+        raise UserError(f"--comm-bench {folder}: no error-free multi-rank all-reduce results")
+    across = topology.inter is not profile.topology.inter
+    return replace(profile, topology=topology), ("links", "network") if across else ("links",)
 
 
 def _fitted(a: argparse.Namespace, opts: ModelOptions, profile: Profile | None) -> list[Fit]:

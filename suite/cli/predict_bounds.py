@@ -29,6 +29,9 @@ MAX_BUCKETS = 100_000
 MAX_STEP_S = 86_400.0
 
 
+MAX_GRAD_ACCUM = 65_536  # micro-batches a step: far beyond any published recipe's
+
+
 def check_numbers(a: argparse.Namespace) -> None:
     """Each number's range, on its own."""
     if a.batch < 1 or a.max_workers < 1:
@@ -55,6 +58,8 @@ def check_numbers(a: argparse.Namespace) -> None:
         raise UserError(f"--params is a count of parameters, a whole number, got {a.params:g}")
     if a.bucket_mb <= 0:
         raise UserError(f"--bucket-mb must be > 0, got {a.bucket_mb:g}")
+    if not 1 <= a.grad_accum <= MAX_GRAD_ACCUM:
+        raise UserError(f"--grad-accum must be from 1 to {MAX_GRAD_ACCUM:,}, got {a.grad_accum}")
 
 
 def _at_most(flag: str, value: float | None, high: float, why: str) -> None:
@@ -98,13 +103,27 @@ def check_baseline(baseline: int, counts: list[int]) -> None:
         )
 
 
-def published_extras(a: argparse.Namespace, p: argparse.ArgumentParser) -> None:
-    """``--published`` prints the published comparison and takes nothing else."""
-    given = [
+def _others(a: argparse.Namespace, p: argparse.ArgumentParser, flag: str) -> list[str]:
+    """The arguments given besides ``flag``, as the user wrote them."""
+    return [
         "RESULTS_DIR" if key == "results_dir" else "--" + key.replace("_", "-")
         for key, value in vars(a).items()
-        if key != "published" and value != p.get_default(key)
+        if key != flag and value != p.get_default(key)
     ]
+
+
+def only_flag(a: argparse.Namespace, p: argparse.ArgumentParser, flag: str) -> None:
+    """``flag`` does one thing and takes no other argument."""
+    given = _others(a, p, flag)
+    if given:
+        raise UserError(
+            f"--{flag.replace('_', '-')} takes no other arguments: drop {', '.join(given)}"
+        )
+
+
+def published_extras(a: argparse.Namespace, p: argparse.ArgumentParser) -> None:
+    """``--published`` prints the published comparison and takes nothing else."""
+    given = _others(a, p, "published")
     if given:
         raise UserError(
             f"--published takes no other arguments (it prints the published comparison): "

@@ -162,6 +162,18 @@ def _nccl_bus_bw(top: Topology, algorithm: str, p: int, m: int) -> float:
 
 def nccl_s(top: Topology, size: float, n: int, algorithm: str, ll128: bool) -> float:
     """NCCL's predicted time: the fastest of its protocols for this algorithm."""
+    return min(_nccl_times(top, size, n, algorithm, ll128))[0]
+
+
+def nccl_latency_s(top: Topology, size: float, n: int, algorithm: str, ll128: bool) -> float:
+    """The latency part of NCCL's predicted time, for the protocol it picks at ``size``."""
+    return min(_nccl_times(top, size, n, algorithm, ll128))[1]
+
+
+def _nccl_times(
+    top: Topology, size: float, n: int, algorithm: str, ll128: bool
+) -> list[tuple[float, float]]:
+    """(time, its latency part) of each protocol NCCL may use for this algorithm."""
     m = top.nodes(n)
     times = []
     for p in range(len(PROTOCOLS)):
@@ -173,8 +185,9 @@ def nccl_s(top: Topology, size: float, n: int, algorithm: str, ll128: bool) -> f
             log_size = _floor_log2(int(size) >> 6)
             if log_size < len(NCCL_TREE_CORRECTION[p]):
                 alg_bw *= NCCL_TREE_CORRECTION[p][log_size]
-        times.append(_nccl_latency(top, algorithm, p, n, size) + size / alg_bw)
-    return min(times)
+        latency = _nccl_latency(top, algorithm, p, n, size)
+        times.append((latency + size / alg_bw, latency))
+    return times
 
 
 # ---- alpha-beta-gamma (gloo, hierarchical) --------------------------------------------------
@@ -238,3 +251,15 @@ def allreduce(top: Topology, size: float, n: int, library: Library) -> tuple[flo
     times = {a: cost_function(library, a)(top, size, n) for a in library.algorithms()}
     best = min(times, key=times.__getitem__)
     return times[best], best
+
+
+def latency_s(top: Topology, size: float, n: int, library: Library) -> float:
+    """The latency part of the all-reduce ``allreduce`` picks for ``size`` bytes over ``n``
+    ranks: what grows with N whatever the message (NCCL's ring 2(N-1) hops, its tree
+    2((g-1) + log2 m) hops; gloo's ring 2(N-1) alpha, halving-doubling 2 lg N alpha)."""
+    if n <= 1:
+        return 0.0
+    algorithm = allreduce(top, size, n, library)[1]
+    if library.backend == "nccl" and algorithm in ("ring", "tree"):
+        return nccl_latency_s(top, size, n, algorithm, library.nccl_ll128)
+    return cost_function(library, algorithm)(top, 0.0, n)  # alpha-beta: its time at 0 bytes

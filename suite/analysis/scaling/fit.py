@@ -135,6 +135,8 @@ def fit_from_results(
     samples = step_samples(ddp[(ddp["workers"] == 1) & ~_oversubscribed(ddp)])
     topology = fit_topology(bench, profile)
     measured = ["compute", "links"] if topology is not profile else ["compute"]
+    if topology.inter is not None and (profile is None or topology.inter is not profile.inter):
+        measured.append("network")  # comm-bench ran across nodes
     return ScalingModel(
         topology=topology,
         compute=fit_compute_model(ddp[ddp["workers"] == 1]),

@@ -1,6 +1,6 @@
 """Leave-last-out on the published tables that give two or more GPU counts below their
-largest: the model is given the efficiency at the largest smaller count (as a user gives
-``--measured-node-efficiency``), the largest count is predicted, and the model is scored
+largest: the model's synchronisation term (``sync_cost``) is fitted to the efficiency at every
+smaller count, the largest count is predicted, and the model is scored
 against the trivial forecasts from the same smaller counts."""
 
 from __future__ import annotations
@@ -9,11 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
-from dpsuite.analysis.scaling.model import Overheads
-from dpsuite.analysis.scaling.published import PUBLISHED, published_model
+from dpsuite.analysis.scaling.published import PUBLISHED, published_entries, published_model
 from dpsuite.analysis.scaling.skill import trivial_forecasts
+from dpsuite.analysis.scaling.sync_cost import with_sync
 
 # Fixed before the numbers were computed: the model's mean |error| over a family's held-out
 # rows is at most this share of the "stays what it was" forecast's.
@@ -26,17 +25,13 @@ def eligible(entry: dict) -> bool:
 
 
 def held_out_model(entry: dict) -> float:
-    """The model's efficiency at the row's count, given the table's efficiency at its largest
-    smaller count (against the baseline, carried as a per-step overhead against one GPU)."""
+    """The model's efficiency at the row's count, its synchronisation term fitted to the
+    table's efficiency at every smaller count (against the table's baseline)."""
     smaller = {int(n): float(e) for n, e in entry["smaller_counts"].items()}
-    fitted_on = max(smaller)
     workers, batch = int(entry["workers"]), int(entry["batch"])
     base = int(entry["baseline_workers"])
     model = published_model({**entry, "measured_efficiency": None})
-    # The table's efficiency is against its baseline; the overhead is taken against one GPU.
-    against_one = smaller[fitted_on] * model.efficiency(base, batch, 1)
-    overheads = Overheads(node_efficiency=against_one, node_workers=fitted_on)
-    model = replace(model, overheads=overheads, measured=("compute", "node efficiency"))
+    model = with_sync(replace(model, measured=("compute",)), smaller, base, batch)
     return model.efficiency(workers, batch, base)
 
 
@@ -44,7 +39,7 @@ def leave_last_out_table(path: Path = PUBLISHED) -> pd.DataFrame:
     """One row per eligible published table: the held-out count, the count fitted on, the
     published efficiency, the model's and the two trivial forecasts'."""
     rows = []
-    for entry in yaml.safe_load(Path(path).read_text()):
+    for entry in published_entries(path):
         if not eligible(entry):
             continue
         smaller = {int(n): float(e) for n, e in entry["smaller_counts"].items()}

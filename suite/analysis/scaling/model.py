@@ -27,6 +27,7 @@ import pandas as pd
 from dpsuite.analysis.scaling import allreduce_cost, overlap
 from dpsuite.analysis.scaling.allreduce_cost import Library
 from dpsuite.analysis.scaling.compute import ComputeModel
+from dpsuite.analysis.scaling.sync_cost import SyncCost, collective_latency_s
 from dpsuite.analysis.scaling.topology import Topology
 
 MIB = 2**20  # DDP's bucket_cap_mb is in MiB (bucket_bytes_cap = bucket_cap_mb * 1024 * 1024)
@@ -64,6 +65,7 @@ class Overheads:
     step_samples: tuple[float, ...] = ()
     node_efficiency: float | None = None
     node_workers: int | None = None
+    sync: SyncCost = field(default_factory=SyncCost)  # fitted to several measured counts
 
     def straggler_factor(self, n: int) -> float:
         if n <= 1 or len(self.step_samples) < 2:
@@ -83,6 +85,7 @@ class Step:
     algorithm: str
     slowed_s: float = 0.0  # the backward pass's extra time on the SMs NCCL's kernels leave it
     input_wait_s: float = 0.0  # the further wait for the node's input pipeline (0: not bound)
+    sync_s: float = 0.0  # synchronisation per collective, fitted to measured counts (sync_cost)
 
     @property
     def total_s(self) -> float:
@@ -93,6 +96,7 @@ class Step:
             + self.exposed_s
             + self.overhead_s
             + self.input_wait_s
+            + self.sync_s
         )
 
 
@@ -117,6 +121,11 @@ class ScalingModel:
     comm_sm_share: float = 0.0
     # Samples per second one node's host loads (decode, augment), measured (None: not known).
     input_samples_per_s: float | None = None
+    # Micro-batches per step (gradient accumulation): each a forward and backward pass of the
+    # per-worker batch, the gradients all-reduced once, during the last one's backward pass.
+    grad_accum: int = 1
+    # False: the all-reduces start when the backward pass has ended (no bucket overlaps it).
+    overlap: bool = True
 
     @property
     def validated_max(self) -> int:
@@ -125,6 +134,11 @@ class ScalingModel:
 
     def buckets(self) -> list[overlap.Bucket]:
         """(bytes, backward fraction done when ready) of each bucket, in all-reduce order."""
+        if not self.overlap:  # every bucket waits for the end of the backward pass
+            return [(size, 1.0) for size, _ in self._packed()]
+        return self._packed()
+
+    def _packed(self) -> list[overlap.Bucket]:
         if self.tensor_bytes:
             # DDP's small first bucket; Horovod's fusion buffer and Caffe2 have none.
             ddp = self.library.library == "torch-ddp"
@@ -144,7 +158,8 @@ class ScalingModel:
         )
         largest = max((size for size, _ in buckets), default=0.0)
         algorithm = allreduce_cost.allreduce(self.topology, largest, n, self.library)[1]
-        compute = self.compute.step_s(batch)
+        # Earlier micro-batches run before the last one's backward pass, the only one overlapped.
+        compute = self.grad_accum * self.compute.step_s(batch)
         wait = compute * (self.overheads.straggler_factor(n) - 1)
         return Step(compute, wait, sched.comm_s, sched.exposed_s, 0.0, algorithm, sched.slowed_s)
 
@@ -162,11 +177,14 @@ class ScalingModel:
         measured per-node rate (0: no rate)."""
         if self.input_samples_per_s is None:
             return 0.0
-        return self.topology.ranks_per_node(n) * batch / self.input_samples_per_s
+        samples = self.grad_accum * batch
+        return self.topology.ranks_per_node(n) * samples / self.input_samples_per_s
 
     def step(self, n: int, batch: int) -> Step:
         base = self._base_step(n, batch)
-        step = Step(**{**base.__dict__, "overhead_s": self.overhead_s(n, batch)})
+        fitted = self.overheads.sync.fitted_on and n > 1
+        sync = self.overheads.sync.seconds(n, collective_latency_s(self, n) if fitted else 0.0)
+        step = Step(**{**base.__dict__, "overhead_s": self.overhead_s(n, batch), "sync_s": sync})
         waiting = max(0.0, self.input_step_s(n, batch) - step.total_s)
         return replace(step, input_wait_s=waiting)
 
@@ -176,7 +194,8 @@ class ScalingModel:
     def kind(self) -> str:
         """'estimate' when an overhead term was measured, else 'bound' (efficiency at most)."""
         o = self.overheads
-        return "estimate" if o.node_efficiency is not None or o.step_samples else "bound"
+        measured = o.node_efficiency is not None or o.step_samples or o.sync.fitted_on
+        return "estimate" if measured else "bound"
 
     def terms(self) -> str:
         return ", ".join(self.measured) if self.measured else "none"
@@ -201,10 +220,11 @@ class ScalingModel:
                     "comm_s": step.comm_s,
                     "exposed_comm_s": step.exposed_s,
                     "overhead_s": step.overhead_s,
+                    "sync_s": step.sync_s,
                     "input_wait_s": step.input_wait_s,
                     "input_bound": step.input_wait_s > 0,
                     "algorithm": step.algorithm,
-                    "samples_per_s": n * batch / step.total_s,
+                    "samples_per_s": n * batch * self.grad_accum / step.total_s,
                     "baseline_workers": baseline,
                     "efficiency": base / step.total_s,
                     "prediction": self.kind(),
@@ -227,6 +247,8 @@ class ScalingModel:
             "grad_bytes": self.grad_bytes,
             "bucket_bytes": self.bucket_bytes,
             "buckets": len(self.buckets()),
+            "grad_accum": self.grad_accum,
+            "overlap": self.overlap,
             "tensors": len(self.tensor_bytes) or None,
             "step_samples": len(o.step_samples),
             "node_efficiency": o.node_efficiency,

@@ -15,6 +15,7 @@ from dpsuite.analysis.scaling.allreduce_cost import Library
 from dpsuite.analysis.scaling.fit import Fit
 from dpsuite.analysis.scaling.model import DEFAULT_WORKERS, GRAD_DTYPE_BYTES, Overheads
 from dpsuite.analysis.scaling.profiles import Profile
+from dpsuite.analysis.scaling.tensor_file import TensorList
 from dpsuite.errors import UserError
 
 
@@ -36,6 +37,9 @@ class ModelOptions:
     node_workers: int | None = None
     node_efficiency_from: str | None = None
     input_samples_per_s: float | None = None
+    tensors: TensorList | None = None
+    grad_accum: int = 1
+    overlap: bool = True
 
 
 def default_worker_counts(max_workers: int) -> list[int]:
@@ -129,6 +133,22 @@ def input_rate(one: Fit, opts: ModelOptions) -> Fit:
     model = replace(
         m, input_samples_per_s=opts.input_samples_per_s, measured=(*m.measured, "input rate")
     )
+    return replace(one, model=model)
+
+
+def step_shape(one: Fit, opts: ModelOptions) -> Fit:
+    """The fit with the step as the user runs it: the tensor list given (its bytes at the fit's
+    bytes per element), gradient accumulation, overlap off."""
+    m = one.model
+    model = replace(m, grad_accum=opts.grad_accum, overlap=opts.overlap)
+    if opts.tensors is not None:
+        per_element = m.grad_element_bytes
+        model = replace(
+            model,
+            grad_bytes=sum(opts.tensors.numels) * per_element,
+            tensor_bytes=tuple(n * per_element for n in opts.tensors.numels),
+            tensor_work=opts.tensors.backward_mflops,
+        )
     return replace(one, model=model)
 
 

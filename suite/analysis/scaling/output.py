@@ -10,6 +10,7 @@ import pandas as pd
 from dpsuite.analysis.scaling import leave_last_out, skill, term_shares
 from dpsuite.analysis.scaling.allreduce_cost import NCCL_MODEL_VERSION
 from dpsuite.analysis.scaling.fit import Fit
+from dpsuite.analysis.scaling.published import PUBLISHED
 from dpsuite.analysis.scaling.topology import Link
 
 
@@ -46,10 +47,18 @@ def describe_model(fit: Fit) -> list[str]:
         f"us/sample ({100 * m.compute.backward_fraction:.0f} % of it backward); gradients "
         f"{m.grad_bytes / 2**20:.1f} MiB as {packing}, cap {m.bucket_bytes / 2**20:g} MiB, "
         f"largest {max((b for b, _ in buckets), default=0) / 2**20:.2f} MiB",
+        *_shape(m.grad_accum, m.overlap),
         *_input(m.input_samples_per_s),
         f"   an efficiency {_kind(m.kind(), m.input_samples_per_s)}; measured terms: {m.terms()}",
     ]
     return lines
+
+
+def _shape(grad_accum: int, overlap: bool) -> list[str]:
+    """What the step runs, where it is not one micro-batch with the all-reduce overlapped."""
+    parts = [f"{grad_accum} micro-batches a step, gradients all-reduced once"] * (grad_accum > 1)
+    parts += ["no overlap: the all-reduces start when the backward pass has ended"] * (not overlap)
+    return [f"   step: {'; '.join(parts)}"] if parts else []
 
 
 def _input(rate: float | None) -> list[str]:
@@ -143,11 +152,15 @@ BOUND_LEGEND = (
 )
 
 
-def format_published_skill(table: pd.DataFrame) -> str:
+def format_published_skill(table: pd.DataFrame, path: Path = PUBLISHED) -> str:
     """The published check scored against the two trivial forecasts, then leave-last-out on
-    the tables with two or more smaller counts."""
+    the tables of ``path`` with two or more smaller counts."""
     scored = skill.skill_by_family(skill.published_skill_rows(table))
-    held_out = skill.skill_by_family(leave_last_out.leave_last_out_table())
+    held_out_rows = leave_last_out.leave_last_out_table(path)
+    if held_out_rows.empty:
+        held_out_text = "(no table gives two or more smaller counts)"
+    else:
+        held_out_text = leave_last_out.format_leave_last_out(skill.skill_by_family(held_out_rows))
     return "\n".join(
         [
             BOUND_LEGEND,
@@ -157,9 +170,9 @@ def format_published_skill(table: pd.DataFrame) -> str:
             "included) and efficiency that stays what it was at the largest of those counts:",
             skill.format_skill(scored),
             "",
-            "leave-last-out: each table with two or more smaller counts, the model given the",
-            "largest smaller count's efficiency, its largest count predicted:",
-            leave_last_out.format_leave_last_out(held_out),
+            "leave-last-out: each table with two or more smaller counts, the model's",
+            "synchronisation term fitted to their efficiencies, its largest count predicted:",
+            held_out_text,
         ]
     )
 

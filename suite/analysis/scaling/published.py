@@ -20,7 +20,9 @@ from dpsuite.analysis.scaling.allreduce_cost import Library
 from dpsuite.analysis.scaling.compute import from_throughput
 from dpsuite.analysis.scaling.model import GRAD_DTYPE_BYTES, MIB, Overheads, ScalingModel
 from dpsuite.analysis.scaling.profiles import Profile, load_profile
+from dpsuite.analysis.scaling.published_file import load_published
 from dpsuite.analysis.scaling.skill import trivial_forecasts
+from dpsuite.analysis.scaling.tensor_file import load_tensors
 
 PUBLISHED = Path(__file__).with_name("published.yaml")
 TENSORS = Path(__file__).with_name("published_tensors.yaml")
@@ -31,8 +33,17 @@ def _tensors(name: str | None) -> tuple[tuple[int, ...], tuple[float, ...]]:
     """(elements, backward MFLOPs) of each gradient tensor of a published model."""
     if name is None:
         return (), ()
-    model = yaml.safe_load(TENSORS.read_text())[name]
+    shipped = yaml.safe_load(TENSORS.read_text())
+    if name not in shipped:  # a tensor-list file (a user's table)
+        tensors = load_tensors(name)
+        return tensors.numels, tensors.backward_mflops
+    model = shipped[name]
     return tuple(int(n) for n in model["numels"]), tuple(model["backward_mflops"])
+
+
+def published_entries(path: Path = PUBLISHED) -> list[dict[str, Any]]:
+    """The entries of a table of measured scaling, each checked (``published_file``)."""
+    return load_published(path)
 
 
 def published_model(entry: dict) -> ScalingModel:
@@ -165,7 +176,7 @@ def published_table(path: Path = PUBLISHED) -> pd.DataFrame:
     """One row per published result: label, hardware, published and predicted efficiency, and
     the data loader it ran with where the source states it."""
     rows = []
-    for entry in yaml.safe_load(path.read_text()):
+    for entry in published_entries(path):
         model = published_model(entry)  # built once: its variants below are copies
         predicted = _efficiency(model, entry)
         rows.append(

@@ -28,20 +28,34 @@ def step_terms(model: ScalingModel, n: int, batch: int) -> list[Term]:
     terms = [
         Term("compute", step.compute_s, _source("compute" in measured, "assumed (MFU of peak)")),
         Term("slowest-of-N wait", step.wait_s, wait_source),
-        Term("exposed all-reduce", step.exposed_s, _links(measured)),
+        Term("exposed all-reduce", step.exposed_s, _links(measured, model.topology.nodes(n))),
         Term("NCCL's SMs", step.slowed_s, "datasheet: NCCL's channels / the GPU's SMs"),
         Term("carried overhead", step.overhead_s, "measured: node efficiency"),
+        Term("synchronisation per collective", step.sync_s, _sync(model)),
         Term("input wait", step.input_wait_s, "measured: input rate, given"),
     ]
     return [t for t in terms if t.seconds > 0 or t.name in ("compute", "slowest-of-N wait")]
+
+
+def _sync(model: ScalingModel) -> str:
+    sync = model.overheads.sync
+    counts = ", ".join(str(n) for n in sync.fitted_on)
+    return (
+        f"measured: fitted at {counts} workers, {sync.fixed_s * 1e3:.3g} ms + "
+        f"{sync.scale:.3g} x NCCL's latency of {len(model.buckets())} collectives"
+    )
 
 
 def _source(measured: bool, otherwise: str) -> str:
     return "measured" if measured else otherwise
 
 
-def _links(measured: set[str]) -> str:
-    return "measured: comm-bench" if "links" in measured else "datasheet: the profile's links"
+def _links(measured: set[str], nodes: int) -> str:
+    if "links" not in measured:
+        return "datasheet: the profile's links"
+    if nodes > 1 and "network" not in measured:
+        return "measured: comm-bench on one node (the network: datasheet)"
+    return "measured: comm-bench"
 
 
 def format_terms(model: ScalingModel, n: int, batch: int) -> str:
