@@ -2,7 +2,8 @@
 
 Each rank builds the run exactly as ``dpsuite run`` does (``dpsuite.engine.train.setup`` and
 ``calibrate``) and, beside it, a nanoGPT-like loop on the same workload's model (built with
-the same seed), data and optimizer settings: DDP, SGD, index a batch, forward, backward, step.
+the same seed), data and optimizer settings: DDP, SGD, index a batch (or take it from a plain
+DataLoader with the run's loader settings), forward, backward, step.
 After warm-up, blocks of ``k`` steps alternate between the two (bare-suite, suite-bare, ...)
 until the time budget is spent; each block starts at a barrier. The suite's block is the
 training loop's own step (``dpsuite.engine.train.loop_step``: LR from the plan, probes, timers,
@@ -25,8 +26,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils._pytree import tree_map_only
+from torch.utils.data import DataLoader, DistributedSampler
 
 from dpsuite.conf.run_spec import RunSpec
+from dpsuite.engine.batch_sources import TensorBatches
 from dpsuite.engine.train import Run, calibrate, loop_step, setup
 from dpsuite.runtime import distributed as dd
 from dpsuite.runtime.distributed import Ranks
@@ -44,7 +48,8 @@ class Plan:
 
 
 class BareLoop:
-    """The bare yardstick: a minimal DDP step on the run's model, data and optimizer."""
+    """The bare yardstick: a minimal DDP step on the run's model, data and optimizer (for a
+    workload of Datasets, a plain DataLoader with the run's loader settings)."""
 
     def __init__(self, run: Run) -> None:
         spec, opt = run.spec, run.spec.cfg.optimizer
@@ -58,21 +63,54 @@ class BareLoop:
             weight_decay=opt.weight_decay,
             nesterov=opt.nesterov,
         )
-        self.loss, self.x, self.y = run.workload.loss, run.data.train_x, run.data.train_y
-        g = torch.Generator().manual_seed(spec.cfg.seed)
-        self.perm = torch.randperm(run.data.num_train, generator=g)
-        self.batch, self.offset = spec.per_worker_batch, run.ranks.rank * spec.per_worker_batch
-        self.per_step = spec.global_batch
+        self.workload, self.device = run.workload, run.device
+        self.batch, self.rank, self.world = spec.per_worker_batch, run.ranks.rank, spec.workers
+        self.per_step, self.seed = spec.global_batch, spec.cfg.seed
+        self.source = run.source
+        if isinstance(run.source, TensorBatches):
+            self.batches = self.indexed(run.source.data.train_x, run.source.data.train_y)
+        else:
+            self.batches = self.loaded(run.source.data.train, spec.cfg.data)
         self.step = 0
 
+    def indexed(self, x: torch.Tensor, y: torch.Tensor) -> Iterator[Any]:
+        g = torch.Generator().manual_seed(self.seed)
+        perm = torch.randperm(x.shape[0], generator=g)
+        usable, offset = perm.numel() // self.per_step, self.rank * self.batch
+        step = 0
+        while True:
+            start = (step % usable) * self.per_step + offset
+            idx = perm[start : start + self.batch]
+            yield x[idx], y[idx]
+            step += 1
+
+    def loaded(self, train: Any, cfg: Any) -> Iterator[Any]:
+        """What a training script writes: DistributedSampler, a DataLoader, .to(device)."""
+        sampler = DistributedSampler(train, self.world, self.rank, seed=self.seed, drop_last=True)
+        workers = cfg.loader_workers
+        loader = DataLoader(
+            train,
+            batch_size=self.batch,
+            sampler=sampler,
+            drop_last=True,
+            num_workers=workers,
+            persistent_workers=workers > 0,
+            prefetch_factor=cfg.prefetch_factor if workers > 0 else None,
+            multiprocessing_context="fork" if workers > 0 else None,
+        )
+        epoch = 0
+        while True:
+            sampler.set_epoch(epoch)
+            for batch in loader:
+                yield tree_map_only(torch.Tensor, lambda t: t.to(self.device), batch)
+            epoch += 1
+
     def steps(self, k: int) -> None:
-        net, opt, loss = self.net, self.optimizer, self.loss
-        usable = self.perm.numel() // self.per_step
+        net, opt = self.net, self.optimizer
         for _ in range(k):
-            start = (self.step % usable) * self.per_step + self.offset
-            idx = self.perm[start : start + self.batch]
+            batch = next(self.batches)
             opt.zero_grad(set_to_none=True)
-            loss(net(self.x[idx]), self.y[idx]).backward()
+            self.workload.batch_loss(net, batch).backward()
             opt.step()
             self.step += 1
 

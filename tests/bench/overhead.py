@@ -9,9 +9,10 @@
    blocks of a bare nanoGPT-like DDP step on the same model, data and optimizer; per case the
    median over adjacent block pairs of suite / bare throughput, its bootstrap 95 % interval,
    the number of pairs, and the CPU time per step (user + system, both ranks) of each side.
-   Cases: mnist1d_mlp at per-worker batch 32 and 128, cifar_resnet, and the standard models
+   Cases: mnist1d_mlp at per-worker batch 32 and 128, cifar_resnet, the standard models
    resnet50 (needs torchvision) and gpt2, at a CPU-sized shape unless ``--model-size
-   standard``;
+   standard``, and npy-loader: samples read from files by a Dataset through one loader worker
+   per rank (the bare side: a plain DataLoader with DistributedSampler);
 2. bandwidth: ``busbw`` of ``dpsuite comm-bench`` / the bare all-reduce loop's
    (reference/bare_allreduce.py) at 1, 4, 16 and 64 MiB, fp32, 2 ranks;
 3. noise scale (``--only noise``): ``samples_per_s`` with the gradient noise scale measured
@@ -55,6 +56,15 @@ TRAIN_CASES = {
     "cifar_resnet": ["workload=cifar_resnet", "workload.num_samples=2000", "batch.per_worker=16"],
     "resnet50": ["workload=torchvision", "workload.arch=resnet50", "workload.num_samples=400"],
     "gpt2": ["workload=gpt2", "workload.num_samples=400"],
+    # A team's job: samples read from files by a Dataset, one loader worker per rank.
+    "npy-loader": [
+        "workload=tests.dataset_workloads:NpyRegression",
+        "workload.num_samples=4000",
+        "workload.dims=64",
+        "batch.per_worker=32",
+        "data.loader_workers=1",
+        "lr_rule.base_lr=0.002",  # 64 inputs of unit variance: the recipe's LR would diverge
+    ],
 }
 SHAPES = {
     "small": {
@@ -68,6 +78,8 @@ SHAPES = {
     },
 }
 NEEDS = {"resnet50": "torchvision"}
+# Cases whose files are written once into the benchmark's temporary directory: the key naming it.
+TMP_DIR_KEYS = {"npy-loader": "workload.data_dir"}
 # Enough epochs that the run's step budget outlasts the measurement (evaluations are not run).
 LONG_RUN = ["train.epochs=100000", "train.eval_at_start=false", "lr_rule.warmup_epochs=0"]
 
@@ -183,6 +195,8 @@ def measure_training(
         overrides = [*TRAIN_CASES[name], *SHAPES[size].get(name, []), *LONG_RUN]
         overrides += [f"workers={WORKERS}", f"threads_per_worker={threads_per_worker}"]
         overrides += [*EXTRA_OVERRIDES, f"results_dir={tmp / 'runs' / name}"]
+        if name in TMP_DIR_KEYS:
+            overrides.append(f"{TMP_DIR_KEYS[name]}={tmp / 'files' / name}")
         k, s = interleaved_case(overrides, plan, tmp)
         print(
             f"  {name:16s} {s.median_ratio:7.3f}   [{s.low:.3f}, {s.high:.3f}] {s.pairs:5d}"
