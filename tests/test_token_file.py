@@ -4,14 +4,21 @@ does not grow with the file (a sparse file several times larger than the rank tr
 
 from __future__ import annotations
 
+import mmap
 import pickle
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from dpsuite.measure.memory_estimate import data_bytes
 from dpsuite.workloads import get_workload
-from dpsuite.workloads.token_file import TokenWindows, spread_windows, token_splits
+from dpsuite.workloads.token_file import (
+    TokenWindows,
+    advise_random_access,
+    spread_windows,
+    token_splits,
+)
 from tests.conftest import only_run, read_run
 
 MiB = 2**20
@@ -36,6 +43,17 @@ def test_a_window_is_read_from_the_mapped_file_as_int64_input_and_shifted_target
     copy = pickle.loads(pickle.dumps(train))  # another process maps the file itself
     assert copy._tokens is None and copy[2][0].tolist() == x.tolist()
     assert isinstance(train, TokenWindows)
+
+
+def test_the_mapping_is_advised_of_random_access(tmp_path):
+    """Without the advice each window's page fault reads ahead megabytes around it."""
+    advised: list[int] = []
+    advise_random_access(SimpleNamespace(_mmap=SimpleNamespace(madvise=advised.append)))
+    assert advised == [mmap.MADV_RANDOM]
+    path = tmp_path / "train.bin"
+    np.zeros(100, dtype=np.uint16).tofile(path)
+    real = TokenWindows(path, np.uint16, 8, range(3)).tokens()
+    assert hasattr(real._mmap, "madvise")  # the numpy memmap the advice reaches
 
 
 def gpt2_run(dpsuite, out, path, loader_workers: int) -> dict:
