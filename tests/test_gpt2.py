@@ -52,9 +52,15 @@ def test_token_file_is_read_as_uint16_sequences(tmp_path):
     path = tmp_path / "train.bin"
     tokens.tofile(path)
     w = tiny(token_path=str(path), num_samples=20)
-    data = w.load_data()
-    assert not w.synthetic_data and w.num_train() == data.num_train == 16
-    assert data.train_x[1].tolist() == tokens[17 : 17 + 16].tolist()
+    data = w.load_data()  # memory-mapped: Datasets of (input, target) windows
+    assert not w.synthetic_data and w.num_train() == len(data.train) == 16
+    assert not w.holds_data_in_memory() and len(data.eval) == 4
+    x, y = data.train[1]
+    assert x.dtype == torch.int64 and x.tolist() == tokens[17 : 17 + 16].tolist()
+    assert y.tolist() == tokens[18 : 18 + 16].tolist()
+    spread = tiny(token_path=str(path), num_samples=10).load_data()  # 10 of 30 windows
+    assert spread.train[1][0].tolist() == tokens[3 * 17 : 3 * 17 + 16].tolist()
+    assert spread.eval[0][0].tolist() == tokens[24 * 17 : 24 * 17 + 16].tolist()
 
 
 @pytest.mark.parametrize(

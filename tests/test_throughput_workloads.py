@@ -67,9 +67,12 @@ def test_tiny_gpt_predicts_every_next_token_and_reads_text(tmp_path):
     assert w.correct(out, data.train_y[:3])[1] == 24
     text = tmp_path / "corpus.txt"
     text.write_bytes(b"hello world, " * 50)
-    t = workloads.get_workload("tiny_gpt", text_path=str(text), context=8).load_data()
-    assert t.num_train + t.num_eval == len(b"hello world, " * 50) // 9
-    assert t.train_x[0].tolist() == list(b"hello wo")
+    reader = workloads.get_workload("tiny_gpt", text_path=str(text), context=8)
+    t = reader.load_data()  # memory-mapped: Datasets of (input, target) windows
+    assert len(t.train) + len(t.eval) == len(b"hello world, " * 50) // 9
+    assert not reader.holds_data_in_memory()
+    x, y = t.train[0]
+    assert x.tolist() == list(b"hello wo") and y.tolist() == list(b"ello wor")
 
 
 def small(name: str) -> list[str]:

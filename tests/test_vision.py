@@ -26,7 +26,7 @@ def test_any_arch_maps_uint8_images_to_its_classes():
     assert vit.build_model().eval()(data.train_x[:1]).shape == (1, 10)
 
 
-def test_image_folder_is_read_resized_and_split(tmp_path):
+def test_image_folder_is_read_lazily_cropped_and_split(tmp_path):
     from PIL import Image
 
     for label, color in (("cat", (250, 0, 0)), ("dog", (0, 0, 250))):
@@ -34,11 +34,13 @@ def test_image_folder_is_read_resized_and_split(tmp_path):
         for i in range(5):
             Image.new("RGB", (48, 40), color).save(tmp_path / label / f"{i}.png")
     w = workloads.get_workload("torchvision", **{**TINY, "data_root": str(tmp_path)})
-    data = w.load_data()
-    assert not w.synthetic_data and w.num_train() == data.num_train == 8
-    assert data.train_x.shape == (8, 3, 32, 32) and data.num_eval == 2
-    reds = data.train_x[data.train_y == 0][:, 0]  # class 0 (cat) is red
-    assert bool((reds > 200).all())
+    data = w.load_data()  # Datasets, each image decoded and cropped when taken
+    assert not w.synthetic_data and w.num_train() == len(data.train) == 8
+    assert not w.holds_data_in_memory() and len(data.eval) == 2
+    samples = [data.train[i] for i in range(8)]
+    assert all(x.dtype == torch.uint8 and x.shape == (3, 32, 32) for x, _ in samples)
+    reds = [x[0] for x, label in samples if label == 0]  # class 0 (cat) is red
+    assert reds and all(bool((r > 200).all()) for r in reds)
 
 
 def test_an_unknown_arch_is_one_line_with_a_guess():

@@ -161,6 +161,12 @@ class Workload(ABC):
     def num_train(self) -> int:
         """Training samples ``load_data()`` will return, known without loading them."""
 
+    def holds_data_in_memory(self) -> bool:
+        """Whether each rank holds this workload's data in memory (what the memory estimate
+        counts): True for in-memory tensors; a workload whose Datasets read their samples from
+        files while training (memory-mapped, decoded per sample) returns False."""
+        return True
+
     def data_key(self) -> tuple:
         """What identifies this workload's data: equal keys mean equal ``load_data()`` results.
 

@@ -11,7 +11,10 @@ the FLOP counter and to ``torch.compile`` without wrapper layers.
 Data is what throughput benchmarks use: uniform random tokens, generated once in memory and
 copied to the device once, so no input pipeline is measured (accuracy on them is not
 meaningful: about 1 / vocab). ``token_path`` reads real tokens instead: a local file of uint16
-token ids (the ``train.bin`` nanoGPT's data preparation writes), never downloaded.
+token ids (the ``train.bin`` nanoGPT's data preparation writes), never downloaded, memory-mapped
+and read window by window while training (``dpsuite.workloads.token_file``): ``num_samples``
+windows of ``context + 1`` tokens spaced evenly over the whole file (every window when it holds
+no more), the first 80 % for training and the file's tail for evaluation.
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from dpsuite.workloads.base import Data, train_share
+from dpsuite.workloads.base import Data, Datasets, train_share
 from dpsuite.workloads.configs.gpt2 import SIZES, GPT2Config
 from dpsuite.workloads.tiny_gpt import TinyGPT, TinyGPTWorkload
+from dpsuite.workloads.token_file import spread_windows, token_splits, window_count
 
 TOKEN_DTYPE = np.uint16  # nanoGPT's token files: GPT-2's 50257 ids fit in 16 bits
 
@@ -61,13 +65,6 @@ def random_tokens(num: int, context: int, vocab: int, seed: int) -> Tensor:
     return torch.randint(0, vocab, (num, context + 1), generator=g)
 
 
-def file_tokens(path: Path, num: int, context: int) -> Tensor:
-    """The first ``num`` non-overlapping sequences of ``context + 1`` tokens of a uint16 file."""
-    raw = np.fromfile(path, dtype=TOKEN_DTYPE, count=num * (context + 1))
-    n = raw.size // (context + 1)
-    return torch.from_numpy(raw[: n * (context + 1)].astype(np.int64)).view(n, context + 1)
-
-
 class GPT2Workload(TinyGPTWorkload):
     """Next-token prediction with a GPT-2-class model."""
 
@@ -95,20 +92,23 @@ class GPT2Workload(TinyGPTWorkload):
 
     def num_train(self) -> int:
         c, path = self.config, self.token_path
-        available = path.stat().st_size // 2 // (c.context + 1) if path else c.num_samples
+        available = window_count(path, TOKEN_DTYPE, c.context) if path else c.num_samples
         return train_share(min(c.num_samples, available))
+
+    def holds_data_in_memory(self) -> bool:
+        return self.token_path is None
 
     def build_model(self) -> nn.Module:
         c = self.config
         layers, width, heads = c.shape()
         return GPT2(c.vocab_size, c.context, layers, width, heads, c.activation_checkpointing)
 
-    def load_data(self) -> Data:
-        c = self.config
-        if self.token_path is not None:
-            seqs = file_tokens(self.token_path, c.num_samples, c.context)
-        else:
-            seqs = random_tokens(c.num_samples, c.context, c.vocab_size, c.data_seed)
+    def load_data(self) -> Data | Datasets:
+        c, path = self.config, self.token_path
+        if path is not None:
+            windows = spread_windows(window_count(path, TOKEN_DTYPE, c.context), c.num_samples)
+            return Datasets(*token_splits(path, TOKEN_DTYPE, c.context, windows))
+        seqs = random_tokens(c.num_samples, c.context, c.vocab_size, c.data_seed)
         n_train = train_share(len(seqs))
         x, y = seqs[:, :-1].contiguous(), seqs[:, 1:].contiguous()
         return Data(x[:n_train], y[:n_train], x[n_train:], y[n_train:])

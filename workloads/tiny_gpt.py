@@ -7,18 +7,22 @@ accuracy.
 
 Synthetic tokens follow a fixed random successor table (``next = table[prev]``) with a
 ``noise`` fraction of random tokens, so a model can learn up to about ``1 - noise`` accuracy.
-A local text file (``text_path``) is read as bytes (vocabulary 256).
+A local text file (``text_path``) is read as bytes (vocabulary 256), memory-mapped and window by
+window while training (``dpsuite.workloads.token_file``): its non-overlapping windows of
+``context + 1`` bytes, the first 80 % for training, the tail for evaluation.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
-from dpsuite.workloads.base import Data, Workload, train_share
+from dpsuite.workloads.base import Data, Datasets, Workload, train_share
 from dpsuite.workloads.configs.tiny_gpt import TinyGPTConfig
+from dpsuite.workloads.token_file import token_splits, window_count
 
 
 class Block(nn.Module):
@@ -76,13 +80,12 @@ def synthetic_tokens(num: int, context: int, vocab: int, noise: float, seed: int
     return seqs
 
 
-def text_tokens(path: Path, context: int) -> Tensor:
-    """Non-overlapping byte sequences of ``context + 1`` tokens from a local file."""
-    raw = torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.uint8).to(torch.int64)
-    n = raw.numel() // (context + 1)
+def text_windows(path: Path, context: int) -> range:
+    """Every non-overlapping window of ``context + 1`` bytes of a local file."""
+    n = window_count(path, np.uint8, context)
     if n < 10:
         raise ValueError(f"text_path {path} is too short for 10 sequences of {context + 1} bytes")
-    return raw[: n * (context + 1)].view(n, context + 1)
+    return range(n)
 
 
 class TinyGPTWorkload(Workload):
@@ -108,17 +111,20 @@ class TinyGPTWorkload(Workload):
             return train_share(self.text_path.stat().st_size // (self.config.context + 1))
         return train_share(self.config.num_samples)
 
+    def holds_data_in_memory(self) -> bool:
+        return self.text_path is None
+
     def build_model(self) -> nn.Module:
         c = self.config
         return TinyGPT(c.vocab_size, c.context, c.depth, c.width, c.heads)
 
-    def load_data(self) -> Data:
+    def load_data(self) -> Data | Datasets:
         c = self.config
         if self.text_path is not None:
-            seqs = text_tokens(self.text_path, c.context)
-        else:
-            seqs = synthetic_tokens(c.num_samples, c.context, c.vocab_size, c.noise, c.data_seed)
-        n_train = train_share(len(seqs))  # 80 % train / 20 % eval (a text file: its tail)
+            windows = text_windows(self.text_path, c.context)
+            return Datasets(*token_splits(self.text_path, np.uint8, c.context, windows))
+        seqs = synthetic_tokens(c.num_samples, c.context, c.vocab_size, c.noise, c.data_seed)
+        n_train = train_share(len(seqs))  # 80 % train / 20 % eval
         x, y = seqs[:, :-1].contiguous(), seqs[:, 1:].contiguous()
         return Data(x[:n_train], y[:n_train], x[n_train:], y[n_train:])
 

@@ -7,8 +7,11 @@ memory than float) and normalised inside the model with ImageNet's mean and std.
 Data is what throughput benchmarks use (Horovod's synthetic benchmark, DeepLearningExamples'
 ``--data-backend synthetic``): uniform random images and labels, generated once in memory and
 copied to the device once, so no input pipeline is measured and accuracy is not meaningful.
-``data_root`` reads a local ImageFolder directory instead (a subfolder of images per class),
-resized and centre-cropped once into memory; never downloaded.
+``data_root`` reads a local ImageFolder directory instead (a subfolder of images per class; never
+downloaded) as Datasets: each image is decoded and transformed when a loader worker takes it
+(RandomResizedCrop and a flip for training, resize and centre crop for evaluation; see
+``dpsuite.workloads.image_folder``), so the input pipeline is part of the measured run and only
+the file names are held in memory.
 
 torchvision is an optional dependency (``pip install 'dpsuite[vision]'``); without it this
 workload refuses to start with one line saying so.
@@ -16,14 +19,16 @@ workload refuses to start with one line saying so.
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from dpsuite.workloads.base import Data, Workload, train_share
+from dpsuite.workloads.base import Data, Datasets, Workload, train_share
 from dpsuite.workloads.configs.vision import TorchvisionConfig
+from dpsuite.workloads.image_folder import ImageList, split_image_folder
 
 IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
@@ -51,21 +56,6 @@ def random_images(num: int, size: int, classes: int, seed: int) -> tuple[Tensor,
     return x, torch.randint(0, classes, (num,), generator=g)
 
 
-def read_image_folder(root: Path, size: int, limit: int, seed: int) -> tuple[Tensor, Tensor]:
-    """Up to ``limit`` images of an ImageFolder tree, resized and centre-cropped to ``size``,
-    in a seeded random order (so that the eval split has every class)."""
-    from torchvision import datasets, transforms
-
-    prepare = transforms.Compose(
-        [transforms.Resize(size), transforms.CenterCrop(size), transforms.PILToTensor()]
-    )
-    folder = datasets.ImageFolder(str(root), transform=prepare)
-    g = torch.Generator().manual_seed(seed)
-    order = torch.randperm(len(folder), generator=g)[:limit].tolist()
-    pairs = [folder[i] for i in order]
-    return torch.stack([p[0] for p in pairs]), torch.tensor([p[1] for p in pairs])
-
-
 class TorchvisionWorkload(Workload):
     """Image classification with a torchvision model."""
 
@@ -89,14 +79,19 @@ class TorchvisionWorkload(Workload):
     def label(self) -> str:
         return f"{self.config.name}-{self.config.arch}"
 
+    @cached_property
+    def image_list(self) -> ImageList:
+        """data_root's files, listed once per workload (nothing decoded)."""
+        return ImageList(Path(str(self.config.data_root)).expanduser())
+
     def num_train(self) -> int:
         c = self.config
         if c.data_root:
-            from torchvision import datasets
-
-            images = len(datasets.ImageFolder(str(Path(c.data_root).expanduser())))
-            return train_share(min(c.num_samples, images))
+            return train_share(min(c.num_samples, len(self.image_list)))
         return train_share(c.num_samples)
+
+    def holds_data_in_memory(self) -> bool:
+        return not self.config.data_root
 
     def sample_shape(self) -> tuple[int, ...]:
         return (3, self.config.image_size, self.config.image_size)
@@ -112,12 +107,17 @@ class TorchvisionWorkload(Workload):
             kwargs.update(aux_logits=False, init_weights=True)  # one output: the logits
         return Normalized(torchvision.models.get_model(c.arch, **kwargs))
 
-    def load_data(self) -> Data:
+    def load_data(self) -> Data | Datasets:
         c = self.config
         if c.data_root:
-            root = Path(c.data_root).expanduser()
-            x, y = read_image_folder(root, c.image_size, c.num_samples, c.data_seed)
-        else:
-            x, y = random_images(c.num_samples, c.image_size, c.num_classes, c.data_seed)
+            images = self.image_list
+            if len(images.classes) > c.num_classes:
+                raise ValueError(
+                    f"data_root {c.data_root} has {len(images.classes)} classes, more than "
+                    f"workload.num_classes={c.num_classes}"
+                )
+            train, evaluate = split_image_folder(images, c.image_size, c.num_samples, c.data_seed)
+            return Datasets(train, evaluate)
+        x, y = random_images(c.num_samples, c.image_size, c.num_classes, c.data_seed)
         n_train = train_share(len(x))
         return Data(x[:n_train], y[:n_train], x[n_train:], y[n_train:])

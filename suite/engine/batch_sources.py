@@ -11,7 +11,9 @@ global batch and deal it round-robin (``batch_tree.strided``), as the ranks woul
   and the step gathers its samples (nothing to wait for).
 * ``LoaderBatches`` (``Datasets``): a DataLoader per rank with the ``data.loader_*`` settings,
   its workers forked from the rank (they start in milliseconds); each batch is moved to the
-  device. Iterable datasets are dealt item by item over ranks and loader workers.
+  device. Iterable datasets are dealt item by item over ranks and loader workers. A train
+  Dataset with a ``set_epoch(epoch)`` method is told each epoch as it starts (for augmentation
+  seeded per epoch and sample).
 """
 
 from __future__ import annotations
@@ -256,7 +258,7 @@ class LoaderBatches(BatchSource):
         while True:
             if sampler is not None:
                 sampler.set_epoch(epoch)
-            elif hasattr(train, "set_epoch"):
+            if hasattr(train, "set_epoch"):  # e.g. augmentation seeded per (epoch, sample)
                 train.set_epoch(epoch)  # type: ignore[attr-defined]
             taken = 0
             for batch_ in self._moved(loader, "train"):

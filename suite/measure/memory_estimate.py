@@ -4,8 +4,9 @@ Per rank, in bytes: the parameters (count x bytes of the parameter dtype: 8 in f
 autocast keeps fp32 parameters), their gradients (as many), the optimizer's state (momentum
 SGD and LARS keep one momentum buffer per parameter; SGD without momentum none), DDP's gradient
 buckets (one more copy of the gradients, with more than one rank), the activations at the
-rank's batch, the workload's data held in memory, and the import footprint every rank has
-before its first buffer (``dpsuite.runtime.host_memory.rank_footprint``).
+rank's batch, the workload's data held in memory (none where ``Workload.holds_data_in_memory``
+says its Datasets read samples while training), and the import footprint every rank has before
+its first buffer (``dpsuite.runtime.host_memory.rank_footprint``).
 
 The parameter count comes without allocating the model: a GPT-style workload's config computes
 it from its sizes (``TransformerDims``); any other model is built on the meta device.
@@ -162,7 +163,10 @@ def measured_eval_bytes(workload: Workload, batch: int) -> int | None:
 
 
 def data_bytes(workload: Workload) -> int:
-    """The workload's data as each rank holds it: train and eval inputs and targets."""
+    """The workload's data as each rank holds it: train and eval inputs and targets (none for
+    a workload whose Datasets read their samples while training)."""
+    if not workload.holds_data_in_memory():
+        return 0
     samples = math.ceil(workload.num_train() * 5 / 4)  # the train split is 80 % of the samples
     dims = getattr(workload.config, "dims", None)
     if callable(dims):  # token ids (int64): inputs and their shifted targets

@@ -57,11 +57,13 @@ class GPT2Config(WorkloadConfig):
     vocab_size: int = field(default=50304, metadata={"ge": 2})
     """Vocabulary: GPT-2's 50257 padded to a multiple of 64 (nanoGPT), for faster matmuls."""
     num_samples: int = field(default=2560, metadata={"ge": 10})
-    """Sequences held in memory, 80 % train / 20 % eval (random, or the first of token_path)."""
+    """Sequences, 80 % train / 20 % eval: random ones held in memory, or this many windows
+    spread over token_path (read memory-mapped; all of them if the file holds fewer)."""
     data_seed: int = field(default=42, metadata={"ge": 0})
     """Seed of the random tokens."""
     token_path: str | None = None
-    """A local file of uint16 token ids (nanoGPT's train.bin) instead of random tokens."""
+    """A local file of uint16 token ids (nanoGPT's train.bin) instead of random tokens, read
+    memory-mapped while training (never whole into memory)."""
     activation_checkpointing: bool = False
     """Recompute each block's activations in backward: less memory, about 1/3 more compute."""
     eval_batch: int = field(default=8, metadata={"ge": 1})

@@ -60,7 +60,8 @@ class TinyGPTConfig(WorkloadConfig):
     noise: float = field(default=0.1, metadata={"ge": 0, "le": 1})
     """Synthetic: fraction of random tokens (the best accuracy is about 1 - noise)."""
     text_path: str | None = None
-    """A local text file, read as bytes, instead of synthetic tokens."""
+    """A local text file, read as bytes (memory-mapped, while training), instead of synthetic
+    tokens."""
     base_lr: float = 0.1
     base_batch: int = 32
     epochs: int = 5

@@ -88,11 +88,13 @@ class TorchvisionConfig(WorkloadConfig):
     num_classes: int = field(default=1000, metadata={"ge": 2})
     """Classes (the random labels' range; with data_root, the folder's classes must fit)."""
     num_samples: int = field(default=2560, metadata={"ge": 10})
-    """Images held in memory, 80 % train / 20 % eval (random, or the first of data_root)."""
+    """Images, 80 % train / 20 % eval: random ones held in memory, or at most this many of
+    data_root (in data_seed's order), decoded while training."""
     data_seed: int = field(default=42, metadata={"ge": 0})
-    """Seed of the random images (and of data_root's order)."""
+    """Seed of the random images (with data_root: of the images' order and their crops)."""
     data_root: str | None = None
-    """A local ImageFolder directory (one subfolder of images per class); never downloaded."""
+    """A local ImageFolder directory (one subfolder of images per class), each image decoded,
+    randomly cropped and flipped when taken; never downloaded."""
     eval_batch: int = field(default=256, metadata={"ge": 1})
     """Images per forward pass in evaluation."""
     base_lr: float = 0.1
