@@ -15,7 +15,7 @@ hand-edited file, a damaged one) is left out with a warning naming the file and 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -85,16 +85,21 @@ def load(path: str | Path, include_incomplete: bool = True) -> pd.DataFrame:
     root = Path(path)
     if not root.is_dir():
         raise FileNotFoundError(f"results directory not found: {root}")
+    frame = runs_frame(trusted_runs(root))
+    if not include_incomplete and not frame.empty:
+        frame = frame[frame["status"].isin(["complete", "diverged"])].reset_index(drop=True)
+    return described(frame)
+
+
+def runs_frame(trusted: Iterable[tuple[Path, Mapping[str, Any]]]) -> pd.DataFrame:
+    """One row per (run directory, run.json) as ``load`` gives them, before ``described``."""
     rows = []
-    for run_dir, rec in trusted_runs(root):
+    for run_dir, rec in trusted:
         row = flatten(rec)
         row["status"] = effective_status(rec)
         row["run_dir"] = str(run_dir)
         rows.append(row)
-    frame = pd.DataFrame(rows)
-    if not include_incomplete and not frame.empty:
-        frame = frame[frame["status"].isin(["complete", "diverged"])].reset_index(drop=True)
-    return described(frame)
+    return pd.DataFrame(rows)
 
 
 def described(frame: pd.DataFrame) -> pd.DataFrame:

@@ -19,7 +19,7 @@ import pandas as pd
 from dpsuite.errors import UserError
 from dpsuite.results import owned, schema
 from dpsuite.results.export.tree import ExportRun, require
-from dpsuite.results.load import load, load_comm_bench
+from dpsuite.results.load import described, load_comm_bench, runs_frame
 
 # pandas' inferred kinds that Parquet stores as they are; anything else becomes JSON text
 PLAIN_KINDS = {"string", "empty", "boolean", "integer", "floating", "mixed-integer-float"}
@@ -85,7 +85,8 @@ def export_parquet(root: Path, runs: list[ExportRun]) -> list[Path]:
     """Write the Parquet files that have rows; returns their paths."""
     require("pyarrow", "parquet", "parquet")
     frames = {
-        "runs": load(root),
+        # the records read_runs already took through the gate: load(root) would read them again
+        "runs": described(runs_frame((run.run_dir, run.record) for run in runs)),
         "epochs": per_run_rows(runs, "epochs"),
         "steps": per_run_rows(runs, "steps"),
         "comm_bench": load_comm_bench(root),

@@ -24,6 +24,7 @@ class ExportRun:
 
     run_id: str
     group: str  # the sweep: the run directory's parent, relative to the exported tree
+    run_dir: Path
     record: dict[str, Any]
     epochs: pd.DataFrame
     steps: pd.DataFrame
@@ -95,6 +96,7 @@ def read_runs(root: Path) -> list[ExportRun]:
             ExportRun(
                 run_id=str(record["run_id"]),
                 group=group_of(run_dir, root),
+                run_dir=run_dir,
                 record=record,
                 epochs=epochs.frame,
                 steps=steps.frame,
