@@ -1,5 +1,5 @@
 """Developer and user sessions: `nox -s tests`, `nox -s demo`, `nox -s lint`, `nox -s bench`,
-`nox -s overhead`, `nox -s cluster` (a real SLURM), and report helpers.
+`nox -s overhead`, `nox -s readers_bench`, `nox -s cluster` (a real SLURM), and report helpers.
 
 Each session installs what it needs into its own virtualenv. On a machine without CUDA, torch
 comes from PyTorch's CPU index (a ~200 MB wheel) rather than PyPI's default multi-GB CUDA build;
@@ -234,6 +234,16 @@ def bench(session: nox.Session) -> None:
         "--benchmark-only",
         f"--benchmark-json={out}",
     )
+
+
+@nox.session
+def readers_bench(session: nox.Session) -> None:
+    """Wall time of `dpsuite report`, `compare` and `export parquet` over a generated results
+    tree of 10,000 valid runs (copies of the reference runs, tests/bench/readers_tree.py).
+
+    `nox -s readers_bench -- --runs 1000` for another size; `--keep DIR` keeps the tree."""
+    install_suite(session, "[parquet]")
+    session.run("python", "tests/bench/readers_tree.py", *session.posargs)
 
 
 @nox.session

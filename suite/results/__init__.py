@@ -5,14 +5,16 @@ Names, units, types, ranges and meanings of every key and column: ``dpsuite.resu
 
 from dpsuite.results import schema
 from dpsuite.results.load import (
+    epochs_of,
     find_runs,
     flatten,
     load,
     load_comm_bench,
     load_epochs,
     load_steps,
-    read_csv_checked,
+    steps_of,
 )
+from dpsuite.results.run_csvs import read_csv_checked
 from dpsuite.results.store import (
     ATTEMPTS_DIR,
     COMM_BENCH_COLUMNS,
@@ -53,6 +55,7 @@ __all__ = [
     "append_csv",
     "config_hash",
     "effective_status",
+    "epochs_of",
     "find_runs",
     "flatten",
     "load",
@@ -66,6 +69,7 @@ __all__ = [
     "read_status",
     "run_identity",
     "schema",
+    "steps_of",
     "write_comm_bench",
     "write_json_atomic",
 ]

@@ -15,7 +15,7 @@ hand-edited file, a damaged one) is left out with a warning naming the file and 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from dpsuite.results.gate import (
     trusted_runs,
     walk_files,
 )
+from dpsuite.results.run_csvs import Read, read_many
 from dpsuite.results.store import (
     COMM_BENCH_CSV,
     COMM_BENCH_JSON,
@@ -84,16 +85,21 @@ def load(path: str | Path, include_incomplete: bool = True) -> pd.DataFrame:
     root = Path(path)
     if not root.is_dir():
         raise FileNotFoundError(f"results directory not found: {root}")
+    frame = runs_frame(trusted_runs(root))
+    if not include_incomplete and not frame.empty:
+        frame = frame[frame["status"].isin(["complete", "diverged"])].reset_index(drop=True)
+    return described(frame)
+
+
+def runs_frame(trusted: Iterable[tuple[Path, Mapping[str, Any]]]) -> pd.DataFrame:
+    """One row per (run directory, run.json) as ``load`` gives them, before ``described``."""
     rows = []
-    for run_dir, rec in trusted_runs(root):
+    for run_dir, rec in trusted:
         row = flatten(rec)
         row["status"] = effective_status(rec)
         row["run_dir"] = str(run_dir)
         rows.append(row)
-    frame = pd.DataFrame(rows)
-    if not include_incomplete and not frame.empty:
-        frame = frame[frame["status"].isin(["complete", "diverged"])].reset_index(drop=True)
-    return described(frame)
+    return pd.DataFrame(rows)
 
 
 def described(frame: pd.DataFrame) -> pd.DataFrame:
@@ -108,19 +114,45 @@ def described(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def _run_dirs(path: Path, name: str) -> list[Path]:
+    """The directory itself when it is one run's, else the runs the gate trusts below it."""
+    if (path / "run.json").exists() or (path / name).exists():
+        return [path]
+    return [run_dir for run_dir, _ in trusted_runs(path)]
+
+
 def _per_run(path: str | Path, name: str, columns: list[str], optional=()) -> pd.DataFrame:
     """One CSV of one run directory, or of every run below ``path``, with a run_id column."""
-    path = Path(path)
-    one_run = (path / "run.json").exists() or (path / name).exists()
-    # Below a tree, the runs the gate trusts (each once); a directory named alone is read.
-    dirs = [path] if one_run else [run_dir for run_dir, _ in trusted_runs(path)]
-    frames = []
-    for run_dir in dirs:
-        frame = read_csv_checked(run_dir / name, columns, list(optional))
-        frames.append(frame.assign(run_id=run_dir.name))
+    dirs = _run_dirs(Path(path), name)
+    frames = [
+        frame.assign(run_id=run_dir.name)
+        for run_dir, frame in zip(dirs, read_runs_csv(dirs, name, columns, optional), strict=True)
+    ]
     if not frames:
         return pd.DataFrame(columns=[*columns, "run_id"])
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def read_runs_csv(
+    dirs: list[Path], name: str, columns: list[str], optional=()
+) -> list[pd.DataFrame]:
+    """``name`` of each run directory, read in one parse; each file's warnings as its own."""
+    reads = read_many([run_dir / name for run_dir in dirs], columns, list(optional))
+    for read in reads:
+        for note in read.notes:
+            warnings.warn(note, stacklevel=3)
+    return [read.frame for read in reads]
+
+
+def epochs_of(dirs: list[Path]) -> list[Read]:
+    """Each run directory's epochs.csv (frame and warnings), in one parse."""
+    files = [run_dir / "epochs.csv" for run_dir in dirs]
+    return read_many(files, EPOCH_COLUMNS, schema.OPTIONAL_EPOCH_COLUMNS)
+
+
+def steps_of(dirs: list[Path]) -> list[Read]:
+    """Each run directory's steps.csv (frame and warnings), in one parse."""
+    return read_many([run_dir / "steps.csv" for run_dir in dirs], STEP_COLUMNS)
 
 
 def load_epochs(path: str | Path) -> pd.DataFrame:
@@ -131,33 +163,6 @@ def load_epochs(path: str | Path) -> pd.DataFrame:
 def load_steps(path: str | Path) -> pd.DataFrame:
     """steps.csv of one run directory, or of every run below ``path`` (run_id column)."""
     return _per_run(path, "steps.csv", STEP_COLUMNS)
-
-
-def read_csv_checked(file: Path, columns: list[str], optional: list[str] = ()) -> pd.DataFrame:
-    """A results CSV with numeric columns. Missing: empty. Unreadable: empty, with a warning
-    naming the file. Damaged rows (no step): dropped, with a warning. ``optional`` columns
-    absent from the file (written by an older version) read as empty."""
-    if not file.exists():
-        return pd.DataFrame(columns=columns)
-    try:
-        if not is_regular(file):
-            raise ValueError("not a regular file")
-        frame = pd.read_csv(file)
-        for column in optional:
-            if column not in frame.columns:
-                frame[column] = float("nan")
-        missing = [c for c in columns if c not in frame.columns]
-        if missing:
-            raise ValueError(f"missing columns {missing}")
-    except (OSError, ValueError, pd.errors.ParserError) as exc:  # EmptyData/Unicode: ValueErrors
-        warnings.warn(f"skipping unreadable {file}: {str(exc).splitlines()[0]}", stacklevel=2)
-        return pd.DataFrame(columns=columns)
-    frame = frame[columns].apply(pd.to_numeric, errors="coerce")
-    damaged = frame["step"].isna()
-    if damaged.any():
-        warnings.warn(f"ignoring {int(damaged.sum())} damaged rows in {file}", stacklevel=2)
-        frame = frame[~damaged]
-    return frame.reset_index(drop=True)
 
 
 def load_comm_bench(path: str | Path) -> pd.DataFrame:

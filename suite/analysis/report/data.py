@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,9 +112,7 @@ def load_tree(path: str | Path) -> ResultsTree:
         raise UserError(f"no results to report in {root} ({found})")
     runs = tidy_runs(runs)
     tree = ResultsTree(source=root, runs=runs, comm=tidy_comm(comm), warnings=notes)
-    for run_id, run_dir in zip(runs["run_id"], runs["run_dir"], strict=True):
-        tree.epochs[run_id] = read_run_csv(results.load_epochs, run_dir, tree.warnings)
-        tree.steps[run_id] = read_run_csv(results.load_steps, run_dir, tree.warnings)
+    read_run_csvs(tree)
     tree.runs = add_divergence_points(tree.runs, tree.epochs)
     hide_synthetic_accuracy(tree)
     return tree
@@ -166,15 +163,15 @@ def synthetic_note(runs: pd.DataFrame) -> str | None:
     )
 
 
-def read_run_csv(
-    reader: Callable[[str], pd.DataFrame], run_dir: str, notes: list[str]
-) -> pd.DataFrame:
-    """A run's CSV through the results reader; its warnings become report notes."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        frame = reader(run_dir)
-    notes.extend(str(w.message) for w in caught if w.category is UserWarning)
-    return frame
+def read_run_csvs(tree: ResultsTree) -> None:
+    """Every run's epochs.csv and steps.csv (each kind in one parse); their warnings become
+    report notes, run by run."""
+    dirs = [Path(run_dir) for run_dir in tree.runs["run_dir"]]
+    epochs, steps = results.epochs_of(dirs), results.steps_of(dirs)
+    for run_id, epoch_read, step_read in zip(tree.runs["run_id"], epochs, steps, strict=True):
+        tree.epochs[run_id] = epoch_read.frame.assign(run_id=run_id)
+        tree.steps[run_id] = step_read.frame.assign(run_id=run_id)
+        tree.warnings.extend([*epoch_read.notes, *step_read.notes])
 
 
 def machine_label(row: pd.Series) -> str:
@@ -240,9 +237,16 @@ def add_divergence_points(runs: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -
     last_epoch, last_acc = [], []
     for run_id in runs["run_id"]:
         ep = epochs.get(run_id, pd.DataFrame())
-        finite = ep[np.isfinite(ep["eval_loss"]) & np.isfinite(ep["eval_acc"])] if len(ep) else ep
-        last_epoch.append(finite["epoch"].iloc[-1] if len(finite) else math.nan)
-        last_acc.append(finite["eval_acc"].iloc[-1] if len(finite) else math.nan)
+        # arrays, not frames: this runs once per run, thousands of times in a large tree
+        finite = (
+            np.flatnonzero(
+                np.isfinite(ep["eval_loss"].to_numpy()) & np.isfinite(ep["eval_acc"].to_numpy())
+            )
+            if len(ep)
+            else []
+        )
+        last_epoch.append(ep["epoch"].to_numpy()[finite[-1]] if len(finite) else math.nan)
+        last_acc.append(ep["eval_acc"].to_numpy()[finite[-1]] if len(finite) else math.nan)
     runs["last_finite_epoch"] = last_epoch
     runs["last_finite_acc"] = last_acc
     return runs

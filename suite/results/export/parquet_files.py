@@ -23,7 +23,7 @@ from dpsuite.errors import UserError
 from dpsuite.results import owned, schema
 from dpsuite.results.export.parquet_overlap import refuse_overlap
 from dpsuite.results.export.tree import ExportRun, require
-from dpsuite.results.load import load, load_comm_bench
+from dpsuite.results.load import described, load_comm_bench, runs_frame
 
 # pandas' inferred kinds that Parquet stores as they are; anything else becomes JSON text
 PLAIN_KINDS = {"string", "empty", "boolean", "integer", "floating", "mixed-integer-float"}
@@ -107,7 +107,8 @@ def export_parquet(root: Path, runs: list[ExportRun], out: Path | None = None) -
     require("pyarrow", "parquet", "parquet")
     out = root if out is None else out
     frames = {
-        "runs": load(root),
+        # the records read_runs already took through the gate: load(root) would read them again
+        "runs": described(runs_frame((run.run_dir, run.record) for run in runs)),
         "epochs": per_run_rows(runs, "epochs"),
         "steps": per_run_rows(runs, "steps"),
         "comm_bench": load_comm_bench(root),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import warnings
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from dpsuite.errors import UserError
-from dpsuite.results.load import load_epochs, load_steps, trusted_runs
+from dpsuite.results.load import epochs_of, steps_of, trusted_runs
 from dpsuite.results.store import effective_status
 
 
@@ -23,10 +24,10 @@ class ExportRun:
 
     run_id: str
     group: str  # the sweep: the run directory's parent, relative to the exported tree
+    run_dir: Path
     record: dict[str, Any]
     epochs: pd.DataFrame
     steps: pd.DataFrame
-    run_dir: Path | None = None  # where its files are (None for a run built in memory)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -92,17 +93,21 @@ def group_of(run_dir: Path, root: Path) -> str:
 def read_runs(root: Path) -> list[ExportRun]:
     """Every run below ``root`` that the loader trusts; a damaged, copied or edited run.json is
     skipped with a warning naming it, as ``dpsuite.results.load`` does."""
+    trusted = list(trusted_runs(root))
+    dirs = [run_dir for run_dir, _ in trusted]
     runs = []
-    for run_dir, record in trusted_runs(root):
+    reads = zip(trusted, epochs_of(dirs), steps_of(dirs), strict=True)
+    for (run_dir, record), epochs, steps in reads:
+        for note in [*epochs.notes, *steps.notes]:
+            warnings.warn(note, stacklevel=2)
         runs.append(
             ExportRun(
                 run_id=str(record["run_id"]),
                 group=group_of(run_dir, root),
-                record=record,
-                # the run id is the run's, not a column of numbers
-                epochs=load_epochs(run_dir).drop(columns="run_id"),
-                steps=load_steps(run_dir).drop(columns="run_id"),
                 run_dir=run_dir,
+                record=record,
+                epochs=epochs.frame,
+                steps=steps.frame,
             )
         )
     return runs

@@ -1,0 +1,168 @@
+"""Many runs' CSVs of one kind (every epochs.csv, every steps.csv) read in one parse.
+
+``read_csv_checked`` reads one file; ``read_many`` gives, for a list of files, exactly the frame
+and warnings ``read_csv_checked`` gives for each, but parses the files that share a header as
+one text (one call into pandas' C parser instead of one per file: over thousands of runs the
+per-call cost is what dominates). A file the bulk parse cannot stand in for exactly (unreadable,
+quoted, blank lines, damaged rows, a column whose type could differ when read alone) is read
+alone, so frames and warnings never depend on which path read them.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dpsuite.results.gate import is_regular
+
+# A token with any of these is no integer: a column holding one is float when read alone.
+NOT_INTEGER = frozenset(".eEnNiI")
+
+
+def read_csv_checked(file: Path, columns: list[str], optional: list[str] = ()) -> pd.DataFrame:
+    """A results CSV with numeric columns. Missing: empty. Unreadable: empty, with a warning
+    naming the file. Damaged rows (no step): dropped, with a warning. ``optional`` columns
+    absent from the file (written by an older version) read as empty."""
+    if not file.exists():
+        return pd.DataFrame(columns=columns)
+    try:
+        if not is_regular(file):
+            raise ValueError("not a regular file")
+        frame = pd.read_csv(file)
+        for column in optional:
+            if column not in frame.columns:
+                frame[column] = float("nan")
+        missing = [c for c in columns if c not in frame.columns]
+        if missing:
+            raise ValueError(f"missing columns {missing}")
+    except (OSError, ValueError, pd.errors.ParserError) as exc:  # EmptyData/Unicode: ValueErrors
+        warnings.warn(f"skipping unreadable {file}: {str(exc).splitlines()[0]}", stacklevel=2)
+        return pd.DataFrame(columns=columns)
+    frame = frame[columns].apply(pd.to_numeric, errors="coerce")
+    damaged = frame["step"].isna()
+    if damaged.any():
+        warnings.warn(f"ignoring {int(damaged.sum())} damaged rows in {file}", stacklevel=2)
+        frame = frame[~damaged]
+    return frame.reset_index(drop=True)
+
+
+@dataclass
+class Read:
+    """One file's frame and the warnings reading it gave (as ``read_csv_checked`` words them)."""
+
+    frame: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def read_alone(file: Path, columns: list[str], optional: list[str]) -> Read:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        frame = read_csv_checked(file, columns, optional)
+    return Read(frame, [str(w.message) for w in caught if w.category is UserWarning])
+
+
+def plain_text(file: Path) -> str | None:
+    """The file's text when the bulk parse reads it as pandas reads it alone, else None: a
+    regular UTF-8 file with a header and rows, no quotes, lone carriage returns or blank lines."""
+    try:
+        if not is_regular(file):
+            return None
+        text = file.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    text = text.replace("\r\n", "\n")  # how the csv module ends lines; pandas reads both alike
+    if not text.endswith("\n"):
+        text += "\n"
+    header_end = text.find("\n")
+    if header_end <= 0 or header_end == len(text) - 1 or text.startswith("\ufeff"):
+        return None
+    if '"' in text or "\r" in text or "\n\n" in text:
+        return None
+    return text
+
+
+def read_many(
+    files: Sequence[Path], columns: list[str], optional: Sequence[str] = ()
+) -> list[Read]:
+    """``read_csv_checked`` of each file, in order, parsing files that share a header at once."""
+    optional = list(optional)
+    reads: list[Read | None] = [None] * len(files)
+    by_header: dict[str, list[tuple[int, str]]] = {}
+    for i, file in enumerate(files):
+        text = plain_text(file)
+        if text is None:
+            continue
+        header, body = text.split("\n", 1)
+        by_header.setdefault(header, []).append((i, body))
+    for header, members in by_header.items():
+        for i, frame in parse_together(header, [body for _, body in members], columns, optional):
+            if frame is not None:
+                reads[members[i][0]] = Read(frame)
+    return [
+        read if read is not None else read_alone(file, columns, optional)
+        for file, read in zip(files, reads, strict=True)
+    ]
+
+
+def parse_together(
+    header: str, bodies: list[str], columns: list[str], optional: list[str]
+) -> list[tuple[int, pd.DataFrame | None]]:
+    """Each body's frame (None: read it alone), parsed as one CSV under ``header``."""
+    alone = [(i, None) for i in range(len(bodies))]
+    try:
+        raw = pd.read_csv(io.StringIO(header + "\n" + "".join(bodies)), low_memory=False)
+    except (ValueError, pd.errors.ParserError):
+        return alone
+    rows = np.array([body.count("\n") for body in bodies])
+    if list(raw.columns) != header.split(","):  # renamed duplicates, stripped names: alone
+        return alone
+    numeric = all(dtype.kind in "if" for dtype in raw.dtypes)
+    named = all(c in raw.columns or c in optional for c in columns)
+    one_row_each = isinstance(raw.index, pd.RangeIndex) and len(raw) == rows.sum()
+    if not (numeric and named and one_row_each):
+        return alone
+    for column in optional:
+        if column not in raw.columns:
+            raw[column] = float("nan")
+    frame = raw[columns]
+    starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
+    exact = exactly_typed(frame, header, bodies, starts, rows)
+    return [
+        (i, split_off(frame, start, n) if exact[i] else None)
+        for i, (start, n) in enumerate(zip(starts, rows, strict=True))
+    ]
+
+
+def exactly_typed(
+    frame: pd.DataFrame, header: str, bodies: list[str], starts: np.ndarray, rows: np.ndarray
+) -> np.ndarray:
+    """Which bodies' rows have, in the joint frame, the types they have read alone: no damaged
+    row (no step), and every float column either not all integers in that body or holding a
+    token that is no integer (in its first row; else the body is read alone)."""
+    exact = np.logical_and.reduceat(frame["step"].notna().to_numpy(), starts)
+    fields = header.split(",")
+    for column in frame.columns:
+        values = frame[column].to_numpy()
+        if values.dtype.kind != "f" or column not in fields:  # an optional one, absent: NaN
+            continue
+        whole = ~np.isnan(values) & (values == np.floor(values))
+        suspect = np.logical_and.reduceat(whole, starts) & exact
+        position = fields.index(column)
+        for i in np.flatnonzero(suspect):
+            first = bodies[i].split("\n", 1)[0].split(",")
+            token = first[position] if position < len(first) else ""
+            exact[i] = not NOT_INTEGER.isdisjoint(token)
+    return exact & (rows > 0)
+
+
+def split_off(frame: pd.DataFrame, start: int, rows: int) -> pd.DataFrame:
+    """Rows ``start`` to ``start + rows`` as a frame of their own, indexed from 0."""
+    part = frame.iloc[start : start + rows]  # copy-on-write: a change to it copies it first
+    part.index = pd.RangeIndex(rows)
+    return part
