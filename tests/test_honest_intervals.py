@@ -17,6 +17,7 @@ from dpsuite.analysis.report import (
     fit_choices,
     studies,
     target_study,
+    warmup_axis,
 )
 from dpsuite.analysis.report.sections.steps_to_target import critical_batch
 from dpsuite.analysis.report.text import approx
@@ -193,3 +194,21 @@ def test_a_loss_target_is_studied_in_its_own_direction_and_grouped_by_the_target
     accuracy = tuned_group(1).assign(target_acc=0.75)  # older runs: no target_metric column
     assert target_study.target_of(accuracy) == ("eval_acc", 0.75)
     assert list(target_study.reaches(np.array([0.2, 0.4]), 0.3, "eval_loss")) == [True, False]
+
+
+def test_warmup_is_its_own_axis_of_the_oracle():
+    group = tuned_group(3, spread=0.05)
+    warm = group[group["peak_lr"] > 0.1].assign(warmup_epochs=1.0)
+    # warmup halves the steps at 1024 only, doubles them elsewhere
+    factor = np.where(warm["global_batch"] == 1024, 0.5, 2.0)
+    warm = warm.assign(
+        run_id=warm["run_id"] + "-warm", steps_to_target=warm["steps_to_target"] * factor
+    )
+    both = pd.concat([group, warm], ignore_index=True)
+    settings = target_study.settings_table(both)
+    assert "LR 0.4 + warmup" in set(settings["setting"])  # not merged with LR 0.4 without it
+    table = warmup_axis.warmup_oracle(both, settings).set_index("global_batch")
+    assert table.loc[64, "with_over_without"] == pytest.approx(2.0)
+    assert table.loc[1024, "with_over_without"] == pytest.approx(0.5)
+    assert table.loc[1024, "lr_with"] == table.loc[1024, "lr_without"] == pytest.approx(3.2)
+    assert warmup_axis.warmup_oracle(group, target_study.settings_table(group)).empty

@@ -25,6 +25,7 @@ from dpsuite.analysis.report import (
     fit_choices,
     target_study,
     time_to_target_table,
+    warmup_axis,
 )
 from dpsuite.analysis.report.text import plural
 
@@ -75,6 +76,7 @@ class TargetStudy:
     efficiency: pd.DataFrame  # target_study.efficiency
     untuned: pd.DataFrame  # target_study.untuned: too few LRs, or the best at the grid's edge
     faster: pd.DataFrame  # target_study.faster_than_perfect: the smaller batch is not tuned
+    warmup: pd.DataFrame  # warmup_axis.warmup_oracle: the best with and without warmup
     fit: critical_batch_fit.CriticalFit | None  # S(B) = S_min + E_min / B on the oracle's curve
     spread: fit_choices.Spread | None  # B_crit under the alternative fit choices
     by_target: pd.DataFrame  # b_crit_by_target.by_target
@@ -162,6 +164,7 @@ def analyse(
         efficiency=target_study.efficiency(rules, best),
         untuned=target_study.untuned(best),
         faster=faster,
+        warmup=warmup_axis.warmup_oracle(group, settings),
         fit=fit,
         spread=fit_choices.spread(group, fit) if fit else None,
         by_target=b_crit_by_target.by_target(group, tree.epochs),
