@@ -16,10 +16,10 @@ from dpsuite.analysis.report import build, critical_batch_fit, data, output
 from dpsuite.analysis.report.text import approx
 from tests import report_trees as trees
 from tests.report_expected import (
+    NO_FIT,
     NO_VALIDATION,
     capital,
     expected_convergence_findings,
-    expected_fit,
     expected_prediction,
     expected_scaling_headline,
 )
@@ -89,8 +89,8 @@ def test_convergence_without_noise_scale(tmp_path, old_files):
         for b, n in ((32, 1), (64, 2), (128, 2), (256, 2))
     ]
     out = tmp_path / "rep"
-    # the fitted critical batch is drawn without a noise scale to compare it with
-    assert assert_valid_images(out) == CONVERGENCE_PLOTS | TARGET_PLOTS | {"critical_batch.png"}
+    # no batch is tuned: no critical batch fitted, and no noise scale: no critical-batch plot
+    assert assert_valid_images(out) == CONVERGENCE_PLOTS | TARGET_PLOTS
     assert findings_of(out)[1:] == expected_convergence_findings(noise_scale=False)
     summary = pd.read_csv(out / "summary.csv")
     assert summary["grad_noise_scale.mean"].isna().all()
@@ -165,11 +165,9 @@ def test_study_counts_missed_seeds_finds_the_oracle_knee_and_the_fastest_way(stu
         "`linear` against the LR oracle (oracle steps / its steps to 80 %): 100 % at 64, 73 % at "
         "128, never from 256 on." in found
     )  # at 128 its median is 150: the seed that missed counts
-    s_min, e_min = expected_fit({32: 400, 64: 205, 128: 110, 256: 80, 512: 90})
-    b_crit = e_min / s_min
-    fitted = next(f for f in found if f.startswith("Critical batch fitted"))
-    assert f"S_min = {s_min:,.0f} steps (" in fitted and f"E_min = {e_min:,.0f} samples" in fitted
-    assert f"B_crit = E_min / S_min ≈ {approx(b_crit)} (" in fitted
+    # 32 (one LR), 64 and 128 (the best at the grid's edge) are not tuned: 256 and 512 are
+    # too few to fit
+    assert NO_FIT in found
     # Near the target, per oracle run: the windows (one per epoch, B_simple = gns_at, |G|^2 =
     # 1/epoch) in the last quarter of its steps. 32: step 400 = epoch 2 -> 100; 64 (100 steps
     # an epoch, 200-210 steps): epoch 2 -> 100 x 2^0.1; 128 (50 an epoch, 108-115): epoch 2 ->
@@ -178,7 +176,7 @@ def test_study_counts_missed_seeds_finds_the_oracle_knee_and_the_fastest_way(stu
     near = 100 * 4**0.1
     near_found = next(f for f in found if f.startswith("B_simple near the target"))
     assert f"median over 15 runs): ≈ {approx(near)} (" in near_found
-    assert f"Predicted / fitted B_crit = {near / b_crit:.2g} (" in near_found
+    assert "Predicted / fitted" not in near_found
     critical = next(f for f in found if f.startswith("The LR oracle's steps to target leave"))
     assert critical == (
         "The LR oracle's steps to target leave 2× perfect scaling at global batch ≈ 310 "
@@ -199,16 +197,10 @@ def test_study_counts_missed_seeds_finds_the_oracle_knee_and_the_fastest_way(stu
         "machine with 8 workers × 32 (3.9 s: 80 steps of 49 ms)." in found
     )  # 80 steps at 256 (sqrt) x 256 / 5200 samples/s
     assert study_report.headline[0] == expected_scaling_headline()
-    assert study_report.headline[1].startswith(
-        f"Critical batch fitted to the best LR's steps to 80 %: B_crit = E_min / S_min ≈ "
-        f"{approx(b_crit)} (95 % interval "
-    )
-    assert (
-        study_report.headline[1].endswith(
-            f"predicted / fitted = {near / b_crit:.2g}; an estimate: batch 32, 64, 128 not known "
-            "to be tuned (too few LRs, or the best at the edge of those tried)."
-        )
-        and f"near the target predicts ≈ {approx(near)} (" in study_report.headline[1]
+    # the demo's case: no B_crit from batches not known to be tuned, and the headline says so
+    assert study_report.headline[1] == (
+        "No critical batch fitted (fewer than 3 tuned batches reached 80 %); steps to it (best LR "
+        f"per batch) leave 2× perfect scaling at global batch ≈ {approx(knee)}."
     )
     assert study_report.headline[2] == (
         "On this machine 80 % is reached fastest with 8 workers × 32 (3.9 s of training steps "

@@ -8,7 +8,8 @@ come from one convergence group here, as pure functions on frames.
 
 - Fit: to the LR oracle's seed medians, least squares in relative error, censored batches (no LR
   reached the target in half its seeds: no value) and batches known not to be tuned left out;
-  intervals from a bootstrap over seeds (``fit_critical_batch``).
+  intervals from a bootstrap over seeds, or, where no resample can differ, the range over where
+  each hit lies within its evaluation interval (``fit_critical_batch``).
 - Near the target (the primary prediction): per run of the LR oracle, B_simple pooled over the
   windows in the last ``NEAR_TARGET`` of its steps before it reached the target; the median over
   runs with its bootstrap interval (``predict_near_target``).
@@ -272,13 +273,19 @@ def predicted_knee(b_noise: float, base_batch: int) -> float:
 
 FIT_RESAMPLES = 1000  # bootstrap resamples of the seeds
 FIT_CONFIDENCE = 0.95
+MAX_CORNERS = 4096  # granularity corners fitted exactly up to this many (12 batches), else drawn
+# Where a fit's intervals come from (``CriticalFit.source``).
+FROM_SEEDS = "seeds"
+FROM_GRANULARITY = "evaluation granularity"
+NO_INTERVAL = "none"
 
 
-def fit_steps(batches: np.ndarray, steps: np.ndarray) -> tuple[float, float]:
+def fit_steps(batches: np.ndarray, steps: np.ndarray, relative: bool = True) -> tuple[float, float]:
     """(S_min, E_min) of S(B) = S_min + E_min / B by least squares in relative error (each
     point weighs 1 / S², so the few steps of large batches count as much as the many of small
-    ones): linear in x = 1/B with weights 1/S."""
-    x, w = 1.0 / np.asarray(batches, float), 1.0 / np.asarray(steps, float)
+    ones): linear in x = 1/B with weights 1/S; ``relative=False``: in absolute error."""
+    x = 1.0 / np.asarray(batches, float)
+    w = 1.0 / np.asarray(steps, float) if relative else np.ones_like(x)
     design = np.stack([np.ones_like(x), x], axis=1) * w[:, None]
     (s_min, e_min), *_ = np.linalg.lstsq(design, np.asarray(steps, float) * w, rcond=None)
     return float(s_min), float(e_min)
@@ -293,7 +300,8 @@ def b_crit_of(s_min: float, e_min: float) -> float:
 @dataclass(frozen=True)
 class CriticalFit:
     """S(B) = S_min + E_min / B fitted to the LR oracle's seed medians, B_crit = E_min / S_min,
-    each with its bootstrap interval over seeds (nearest rank)."""
+    each with its interval (``source``): a bootstrap over seeds where the seeds vary the
+    answer, else the range over where each batch's hit lies within one evaluation interval."""
 
     s_min: float
     e_min: float
@@ -303,8 +311,10 @@ class CriticalFit:
     b_crit_ci: tuple[float, float]
     batches: list[int]  # the batches fitted
     censored: list[int]  # left out: no LR reached the target in half its seeds
-    untuned: list[int]  # left out: steps fell below half to their double (not tuned)
+    untuned: list[int]  # left out: not known to be tuned
     resamples: int
+    source: str = FROM_SEEDS  # FROM_SEEDS, FROM_GRANULARITY or NO_INTERVAL
+    why_not_seeds: str = ""  # why the seeds give no interval, where they do not
 
     def steps(self, batch: float) -> float:
         return self.s_min + self.e_min / batch
@@ -315,19 +325,66 @@ def fit_critical_batch(
     seeds: dict[tuple[str, int], np.ndarray],
     exclude: set[int] = frozenset(),
     resamples: int = FIT_RESAMPLES,
+    granularity: dict[int, float] | None = None,
+    relative: bool = True,
 ) -> CriticalFit | None:
     """Fit the oracle's finite seed medians (``target_study.oracle``), leaving out censored
     batches (a median that is never has no value to fit) and ``exclude`` (batches known not to
     be tuned); None with fewer than 3 batches. The bootstrap resamples the seeds of every LR
     setting at every fitted batch, takes the oracle again (the fewest censored-median steps over
-    the settings, so the choice of the best LR is resampled too) and fits again."""
+    the settings, so the choice of the best LR is resampled too) and fits again. Where no
+    resample differs (one seed per setting, or every seed hitting at the same evaluation) the
+    intervals come from ``granularity`` (steps per evaluation at each batch) instead: a hit is
+    only known to within the evaluation interval before it (`granularity_intervals`)."""
     finite = best[np.isfinite(best["steps"])]
     censored = sorted(int(b) for b in best[~np.isfinite(best["steps"])]["global_batch"])
     kept = finite[~finite["global_batch"].isin(exclude)].sort_values("global_batch")
     if len(kept) < 3:
         return None
     batches = kept["global_batch"].to_numpy(int)
-    s_min, e_min = fit_steps(batches, kept["steps"].to_numpy(float))
+    steps = kept["steps"].to_numpy(float)
+    s_min, e_min = fit_steps(batches, steps, relative)
+    fits = [fit_steps(batches, d, relative) for d in seed_draws(batches, seeds, resamples)]
+    point = (s_min, e_min, b_crit_of(s_min, e_min))
+    source, why = FROM_SEEDS, ""
+    if len({round(b_crit_of(*f), 9) for f in fits}) <= 1:
+        why = (
+            "no bootstrap resample of the seeds differs (one seed per setting, or every seed "
+            "hitting at the same evaluation)"
+        )
+        fits, source = [], NO_INTERVAL
+        if granularity and all(granularity.get(int(b), 0) > 0 for b in batches):
+            width = np.array([granularity[int(b)] for b in batches], float)
+            fits = [fit_steps(batches, d, relative) for d in corners(steps, width)]
+            source = FROM_GRANULARITY
+    # the box's corners are not a distribution: their whole range is the interval
+    bounds = interval if source == FROM_SEEDS else value_range
+    cis = [
+        containing(bounds(np.array(values)), p) if fits else (math.nan, math.nan)
+        for values, p in zip(
+            ([f[0] for f in fits], [f[1] for f in fits], [b_crit_of(*f) for f in fits]),
+            point,
+            strict=True,
+        )
+    ]
+    return CriticalFit(
+        *point,
+        *cis,
+        batches=[int(b) for b in batches],
+        censored=censored,
+        untuned=sorted(int(b) for b in exclude if b in set(finite["global_batch"])),
+        resamples=len(fits),
+        source=source,
+        why_not_seeds=why,
+    )
+
+
+def seed_draws(
+    batches: np.ndarray, seeds: dict[tuple[str, int], np.ndarray], resamples: int
+) -> list[np.ndarray]:
+    """Per bootstrap resample, the oracle's steps at each batch: the fewest censored-median
+    steps over the settings, each setting's seeds resampled; resamples with a censored batch
+    are dropped."""
     rng = np.random.default_rng(0)
     draws = np.full((resamples, len(batches)), math.inf)
     for (_, batch), steps in sorted(seeds.items()):
@@ -337,22 +394,33 @@ def fit_critical_batch(
         medians = np.median(steps[pick], axis=1)  # inf where half or more missed
         col = int(np.flatnonzero(batches == batch)[0])
         draws[:, col] = np.minimum(draws[:, col], medians)
-    fits = [fit_steps(batches, d) for d in draws if np.isfinite(d).all()]
-    s_mins = np.array([f[0] for f in fits])
-    e_mins = np.array([f[1] for f in fits])
-    crits = np.array([b_crit_of(*f) for f in fits])
-    return CriticalFit(
-        s_min=s_min,
-        e_min=e_min,
-        b_crit=b_crit_of(s_min, e_min),
-        s_min_ci=interval(s_mins),
-        e_min_ci=interval(e_mins),
-        b_crit_ci=interval(crits),
-        batches=[int(b) for b in batches],
-        censored=censored,
-        untuned=sorted(int(b) for b in exclude if b in set(finite["global_batch"])),
-        resamples=len(fits),
-    )
+    return [d for d in draws if np.isfinite(d).all()]
+
+
+def corners(steps: np.ndarray, width: np.ndarray) -> list[np.ndarray]:
+    """The hit at each batch somewhere in (steps - width, steps]: the corners of that box (every
+    batch at either end), drawn at random (seeded) beyond ``MAX_CORNERS``."""
+    n = len(steps)
+    if 2**n <= MAX_CORNERS:
+        lows = (np.arange(2**n)[:, None] >> np.arange(n)) & 1
+    else:
+        lows = np.random.default_rng(0).integers(0, 2, size=(MAX_CORNERS, n))
+    return list(steps - lows * np.minimum(width, steps - 1))
+
+
+def containing(ci: tuple[float, float], point: float) -> tuple[float, float]:
+    """The interval widened to its point where it leaves it out: the oracle's minimum over
+    settings is biased low under resampling, and an interval must hold what it qualifies."""
+    low, high = ci
+    if math.isnan(low) or math.isnan(high):
+        return ci
+    return min(low, point), max(high, point)
+
+
+def value_range(values: np.ndarray) -> tuple[float, float]:
+    """The smallest and largest value (infinite values sort last)."""
+    ordered = np.sort(np.asarray(values, float))
+    return float(ordered[0]), float(ordered[-1])
 
 
 def interval(values: np.ndarray) -> tuple[float, float]:

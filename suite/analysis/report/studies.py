@@ -18,7 +18,15 @@ from dataclasses import dataclass
 import pandas as pd
 
 from dpsuite.analysis import scaling
-from dpsuite.analysis.report import critical_batch_fit, data, target_study, time_to_target_table
+from dpsuite.analysis.report import (
+    b_crit_by_target,
+    critical_batch_fit,
+    data,
+    fit_choices,
+    target_study,
+    time_to_target_table,
+    warmup_axis,
+)
 from dpsuite.analysis.report.text import plural
 
 Groups = list[tuple[str, pd.DataFrame]]
@@ -32,7 +40,22 @@ def split(conv: pd.DataFrame) -> tuple[Groups, Groups]:
     stopping = [(label, g) for label, g in groups if g["stops_at_target"].any()]
     budget = [(label, g) for label, g in groups if not g["stops_at_target"].any()]
     targets = stopping or [(label, g) for label, g in budget if target_study.has_target(g)]
-    return budget, targets
+    return budget, [part for label, g in targets for part in by_target_used(label, g)]
+
+
+def by_target_used(label: str, group: pd.DataFrame) -> Groups:
+    """A group split by the target its runs used (metric and value): steps to one target are
+    not comparable with steps to another. One target keeps the label."""
+    used = target_study.target_metric(group) + " " + target_study.target_values(group).astype(str)
+    parts = list(group.groupby(used, sort=True))
+    if len(parts) <= 1:
+        return [(label, group)]
+    return [(f"{label}, {target_text_of(g)}", g) for _, g in parts]
+
+
+def target_text_of(group: pd.DataFrame) -> str:
+    metric, value = target_study.target_of(group)
+    return f"eval loss ≤ {value:g}" if metric == target_study.LOSS else f"{100 * value:g} %"
 
 
 def largest(groups: Groups) -> tuple[str, pd.DataFrame] | None:
@@ -46,13 +69,17 @@ class TargetStudy:
     label: str
     group: pd.DataFrame
     target: float
+    target_metric: str  # target_study.ACCURACY or LOSS
     settings: pd.DataFrame  # target_study.settings_table
     rules: pd.DataFrame  # target_study.rule_table
     best: pd.DataFrame  # target_study.oracle
     efficiency: pd.DataFrame  # target_study.efficiency
     untuned: pd.DataFrame  # target_study.untuned: too few LRs, or the best at the grid's edge
     faster: pd.DataFrame  # target_study.faster_than_perfect: the smaller batch is not tuned
+    warmup: pd.DataFrame  # warmup_axis.warmup_oracle: the best with and without warmup
     fit: critical_batch_fit.CriticalFit | None  # S(B) = S_min + E_min / B on the oracle's curve
+    spread: fit_choices.Spread | None  # B_crit under the alternative fit choices
+    by_target: pd.DataFrame  # b_crit_by_target.by_target
     near: critical_batch_fit.NearTarget | None  # B_simple near the target, from the oracle's runs
     knee: critical_batch_fit.Knee | None
     trained: critical_batch_fit.Trained
@@ -61,6 +88,13 @@ class TargetStudy:
     )  # pooled from the start of training (secondary)
     times: pd.DataFrame  # time_to_target_table.time_table (empty without scaling runs)
     model: scaling.ScalingModel | None  # the scaling model the times beyond measurements use
+
+    @property
+    def target_text(self) -> str:
+        """The target in words: ``75 %`` (an accuracy), ``eval loss ≤ 0.35``."""
+        if self.target_metric == target_study.LOSS:
+            return f"eval loss ≤ {self.target:g}"
+        return f"{100 * self.target:g} %"
 
     @property
     def on_validation(self) -> bool:
@@ -109,6 +143,10 @@ def analyse(
         model,
         sorted(best["global_batch"]),
     )
+    metric, target = target_study.target_of(group)
+    fit = critical_batch_fit.fit_critical_batch(
+        best, seeds, fit_choices.not_tuned(best, seeds), granularity=fit_choices.granularity(group)
+    )
     curves = pd.concat(
         [
             best.assign(curve=time_to_target_table.ORACLE)[["curve", "global_batch", "steps"]],
@@ -118,14 +156,18 @@ def analyse(
     return TargetStudy(
         label=label,
         group=group,
-        target=float(group["target_acc"].dropna().iloc[0]),
+        target=target,
+        target_metric=metric,
         settings=settings,
         rules=rules,
         best=best,
         efficiency=target_study.efficiency(rules, best),
         untuned=target_study.untuned(best),
         faster=faster,
-        fit=critical_batch_fit.fit_critical_batch(best, seeds, exclude=set(faster["global_batch"])),
+        warmup=warmup_axis.warmup_oracle(group, settings),
+        fit=fit,
+        spread=fit_choices.spread(group, fit) if fit else None,
+        by_target=b_crit_by_target.by_target(group, tree.epochs),
         near=critical_batch_fit.predict_near_target(
             target_study.oracle_runs(group, best), tree.epochs
         ),

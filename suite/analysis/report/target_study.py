@@ -44,9 +44,40 @@ SETTINGS_COLUMNS = [
 ]
 
 
+ACCURACY, LOSS = "eval_acc", "eval_loss"  # the metrics a target may be set on
+
+
+def target_metric(group: pd.DataFrame) -> pd.Series:
+    """Per run, the metric its target was set on (``eval_acc`` where run.json does not say)."""
+    metric = group.get("target_metric", pd.Series(index=group.index, dtype=object))
+    return metric.fillna(ACCURACY)
+
+
+def target_values(group: pd.DataFrame) -> pd.Series:
+    """Per run, the target actually used: ``target_loss`` for a loss target, else
+    ``target_acc``."""
+    loss = group.get("target_loss", pd.Series(math.nan, index=group.index))
+    acc = group.get("target_acc", pd.Series(math.nan, index=group.index))
+    return pd.to_numeric(loss.where(target_metric(group) == LOSS, acc), errors="coerce")
+
+
+def target_of(group: pd.DataFrame) -> tuple[str, float]:
+    """The group's (metric, target): its first run's."""
+    values = target_values(group).dropna()
+    return str(target_metric(group).loc[values.index[0]]), float(values.iloc[0])
+
+
 def has_target(group: pd.DataFrame) -> bool:
-    """Whether the group records steps to a target: one target, reached by some run."""
-    return group["target_acc"].nunique() == 1 and group["steps_to_target"].notna().any()
+    """Whether the group records steps to a target: one target (metric and value), reached by
+    some run."""
+    used = pd.DataFrame({"metric": target_metric(group), "value": target_values(group)})
+    one = len(used.dropna().drop_duplicates()) == 1
+    return one and group["steps_to_target"].notna().any()
+
+
+def reaches(values: np.ndarray, target: float, metric: str) -> np.ndarray:
+    """Which values reach the target: an accuracy at or above it, a loss at or below it."""
+    return values <= target if metric == LOSS else values >= target
 
 
 def setting_label(rule: str, exponent: float, peak: float = math.nan) -> str:
@@ -77,6 +108,9 @@ def finished_runs(group: pd.DataFrame) -> pd.DataFrame:
         for r, e, p in zip(runs["lr_rule"], runs["lr_exponent"], peaks, strict=True)
     ]
     runs["steps"] = runs["steps_to_target"].astype(float).fillna(NEVER)
+    warm = runs["warmup_epochs"].fillna(0).astype(float) > 0
+    if warmup_splits_settings(runs, warm):  # with and without warmup at one LR: two settings
+        runs.loc[warm & (runs["lr_rule"] == GRID_RULE), "setting"] += " + warmup"
     base = base_batch(group)
     if base is None:
         return runs
@@ -88,6 +122,16 @@ def finished_runs(group: pd.DataFrame) -> pd.DataFrame:
     )
     merged = data.distinct_runs(runs[shared]).assign(setting=BASE_SETTING)
     return pd.concat([runs[~shared], merged], ignore_index=True)
+
+
+def warmup_splits_settings(runs: pd.DataFrame, warm: pd.Series) -> bool:
+    """Whether some grid setting holds runs with and without warmup (then warmup names its own
+    settings: their seeds are not one setting's)."""
+    grid = runs["lr_rule"] == GRID_RULE
+    if not grid.any():
+        return False
+    kinds = warm[grid].groupby([runs.loc[grid, "setting"], runs.loc[grid, "global_batch"]])
+    return bool((kinds.nunique() > 1).any())
 
 
 def settings_table(group: pd.DataFrame) -> pd.DataFrame:

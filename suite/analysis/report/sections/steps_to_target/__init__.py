@@ -11,6 +11,7 @@ from dpsuite.analysis.report.sections.steps_to_target import (
     noise_scale,
     oracle,
     time_to_target,
+    warmup,
 )
 from dpsuite.analysis.report.text import slug
 
@@ -47,6 +48,7 @@ def study_section(
     """Steps to target per rule and for the LR oracle, efficiency, knee and critical batch,
     time to target; the oracle's table last."""
     part = oracle.study_section(study, suffix, about)
+    part.extend(warmup.study_section(study, about))
     part.extend(critical_batch.study_section(study, tree, suffix, about))
     part.extend(time_to_target.study_section(study, suffix, about))
     part.tables.append(oracle.table(study, about))

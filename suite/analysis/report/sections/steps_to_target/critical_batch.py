@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from dpsuite.analysis.report import critical_batch_fit, data, studies
+from dpsuite.analysis.report import critical_batch_fit, data, render, studies, target_study
 from dpsuite.analysis.report.critical_batch_fit import KNEE_FACTOR, NEAR_TARGET
 from dpsuite.analysis.report.plots import (
     FIT_COLOR,
@@ -25,7 +25,7 @@ from dpsuite.analysis.report.plots import (
 )
 from dpsuite.analysis.report.section import Section
 from dpsuite.analysis.report.sections.steps_to_target import noise_scale
-from dpsuite.analysis.report.text import approx, capital, pct, plural
+from dpsuite.analysis.report.text import approx, capital, plural
 
 PLOTS = ("critical_batch",)
 # What the critical-batch plot draws.
@@ -33,7 +33,8 @@ CRITICAL_BATCH_CAPTION = (
     "Black: the LR oracle's steps to target per global batch; dotted purple: S(B) = "
     "S_min + E_min / B fitted to them (least squares in relative error, censored and "
     "untuned batches left out), and its B_crit = E_min / S_min (purple line; band: 95 % "
-    "bootstrap interval over seeds). Green: B_simple near the target, the median over "
+    "bootstrap interval over seeds, or where the seeds cannot vary it the range over where each "
+    "hit lies within its evaluation interval). Green: B_simple near the target, the median over "
     f"the LR oracle's runs of each run's B_simple pooled over the windows in the last "
     f"{100 * NEAR_TARGET:g} % of its steps before the target (band: 95 % bootstrap "
     "interval of the median). Dashed: perfect scaling from the oracle's smallest batch "
@@ -69,7 +70,57 @@ def study_section(
             CRITICAL_BATCH_CAPTION,
         )
     part.findings += critical_batch_findings(study)
+    if len(study.by_target):
+        part.tables.append(
+            render.Table(
+                f"B_crit by target{about}",
+                by_target_table(study),
+                "S(B) = S_min + E_min / B fitted at each target as at the study's own (untuned "
+                "batches left out), each run's hit recounted from its evaluations with the "
+                "study's hitting rule; the interval's source as in the findings.",
+            )
+        )
     return part
+
+
+def by_target_table(study: studies.TargetStudy) -> pd.DataFrame:
+    """One row per target: batches fitted, S_min, E_min, B_crit and its interval."""
+    rows = []
+    for _, row in study.by_target.iterrows():
+        fitted = math.isfinite(row["b_crit"]) or math.isinf(row["b_crit"])
+        ci = (row["low"], row["high"])
+        rows.append(
+            {
+                "target": target_words(study, row["target"]),
+                "batches fitted": int(row["batches"]),
+                "left out": left_out_text(row["untuned"], row["censored"]),
+                "S_min (steps)": approx(row["s_min"]) if fitted else "-",
+                "E_min (samples)": approx(row["e_min"]) if fitted else "-",
+                "B_crit": (approx(row["b_crit"]) if math.isfinite(row["b_crit"]) else "∞")
+                if fitted
+                else "no fit (fewer than 3 tuned batches)",
+                "interval": source_interval(row["source"], ci) if fitted else "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def left_out_text(untuned: list[int], censored: list[int]) -> str:
+    """The batches a fit left out, and why, in a table cell."""
+    parts = [
+        f"{', '.join(map(str, batches))} ({why})"
+        for batches, why in ((untuned, "not tuned"), (censored, "not reached"))
+        if batches
+    ]
+    return "; ".join(parts) or "-"
+
+
+def source_interval(source: str, ci: tuple[float, float]) -> str:
+    if source == critical_batch_fit.FROM_GRANULARITY:
+        return interval_text(ci, "range") + " (evaluation granularity)"
+    if source == critical_batch_fit.NO_INTERVAL:
+        return "no interval"
+    return interval_text(ci) + " (seeds)"
 
 
 @styled
@@ -116,7 +167,8 @@ def critical_batch(
     perfect_line(ax, knee, xs, twice=True)
     if fit is not None:
         ax.plot(xs, [fit.steps(x) for x in xs], ":", color=FIT_COLOR, lw=1.8, label="fit")
-        critical_line(ax, fit.b_crit, fit.b_crit_ci, FIT_COLOR, "B_crit = E_min/S_min")
+        band = "range" if fit.source == critical_batch_fit.FROM_GRANULARITY else "95 % band"
+        critical_line(ax, fit.b_crit, fit.b_crit_ci, FIT_COLOR, "B_crit = E_min/S_min", band)
     if near is not None:
         critical_line(ax, near.batch, (near.low, near.high), "#2ca02c", "B_simple near target")
         ax.axvline(
@@ -134,14 +186,21 @@ def critical_batch(
     return fig
 
 
-def critical_line(ax: Axes, value: float, ci: tuple[float, float], color: str, label: str) -> None:
+def critical_line(
+    ax: Axes,
+    value: float,
+    ci: tuple[float, float],
+    color: str,
+    label: str,
+    band: str = "95 % band",
+) -> None:
     """A batch as a vertical line, its interval as a band (where finite)."""
     if not math.isfinite(value):
         return
     low, high = ci
     if math.isfinite(low) and math.isfinite(high):
         ax.axvspan(low, high, color=color, alpha=0.13, lw=0)
-    ax.axvline(value, color=color, lw=1.6, label=f"{label} ≈ {approx(value)} (95 % band)")
+    ax.axvline(value, color=color, lw=1.6, label=f"{label} ≈ {approx(value)} ({band})")
 
 
 def draw_knee(ax: Axes, knee: critical_batch_fit.Knee) -> None:
@@ -219,7 +278,7 @@ def knee_text(knee: critical_batch_fit.Knee) -> str:
 def critical_batch_findings(study: studies.TargetStudy) -> list[str]:
     """B_crit fitted beside the noise scale near the target; the knee beside what the noise
     scale predicts for it; the pooled noise scale (secondary); what was left out."""
-    out = [*fit_findings(study)]
+    out = [*fit_findings(study), *by_target_findings(study)]
     knee = study.knee
     if knee is not None:
         out.append(capital(knee_text(knee)) + knee_prediction_text(study) + ".")
@@ -228,20 +287,117 @@ def critical_batch_findings(study: studies.TargetStudy) -> list[str]:
 
 
 def fit_text(fit: critical_batch_fit.CriticalFit) -> str:
-    """S_min, E_min and B_crit with their intervals."""
+    """S_min, E_min and B_crit with their intervals (rounded as their points are)."""
     return (
-        f"S_min = {fit.s_min:,.0f} steps ({interval_text(fit.s_min_ci)}), E_min = "
-        f"{fit.e_min:,.0f} samples ({interval_text(fit.e_min_ci)}), B_crit = E_min / S_min ≈ "
-        f"{approx(fit.b_crit)} ({interval_text(fit.b_crit_ci)})"
+        f"S_min ≈ {approx(fit.s_min)} steps ({fit_interval(fit, fit.s_min_ci)}), E_min ≈ "
+        f"{approx(fit.e_min)} samples ({fit_interval(fit, fit.e_min_ci)}), B_crit = E_min / "
+        f"S_min ≈ {approx(fit.b_crit)} ({fit_interval(fit, fit.b_crit_ci)})"
     )
 
 
-def interval_text(ci: tuple[float, float]) -> str:
+def fit_interval(fit: critical_batch_fit.CriticalFit, ci: tuple[float, float]) -> str:
+    """One of the fit's intervals, named by where it comes from."""
+    if fit.source == critical_batch_fit.FROM_GRANULARITY:
+        return interval_text(ci, "range")
+    if fit.source == critical_batch_fit.NO_INTERVAL:
+        return "no interval"
+    return interval_text(ci)
+
+
+def interval_source_text(fit: critical_batch_fit.CriticalFit) -> str:
+    """Where the fit's intervals come from, in words."""
+    if fit.source == critical_batch_fit.FROM_SEEDS:
+        return (
+            "the intervals resample the seeds of every LR at every batch and take the oracle "
+            f"again ({fit.resamples} resamples)"
+        )
+    head = f"the seeds give no interval: {fit.why_not_seeds}"
+    if fit.source == critical_batch_fit.FROM_GRANULARITY:
+        return (
+            f"{head}; the ranges are over where each batch's hit lies, known only to within the "
+            "evaluation interval before it (the fit at every corner of that box)"
+        )
+    return f"{head}, and the evaluation interval is not recorded: no interval"
+
+
+def outward(value: float, up: bool) -> float:
+    """``value`` rounded to two significant digits away from the interval's inside, so that a
+    rounded interval still holds its rounded point."""
+    if not math.isfinite(value) or value == 0:
+        return value
+    unit = 10 ** (math.floor(math.log10(abs(value))) - 1)
+    return (math.ceil if up else math.floor)(value / unit) * unit
+
+
+def interval_text(ci: tuple[float, float], name: str = "95 % interval") -> str:
     low, high = ci
     if not (math.isfinite(low) or math.isinf(low)) or math.isnan(high):
         return "no interval"
-    top = approx(high) if math.isfinite(high) else "∞"
-    return f"95 % interval {approx(low)}–{top}"
+    top = approx(outward(high, up=True)) if math.isfinite(high) else "∞"
+    return f"{name} {approx(outward(low, up=False))}–{top}"
+
+
+def spread_clause(study: studies.TargetStudy) -> str:
+    """The range of B_crit over the fit and its alternative choices, as a clause."""
+    spread, fit = study.spread, study.fit
+    if spread is None or fit is None or not spread.values:
+        return ""
+    hull = (min(spread.low, fit.b_crit), max(spread.high, fit.b_crit))
+    return f"; {interval_text(hull, '').strip()} over the fit choices"
+
+
+def spread_findings(study: studies.TargetStudy) -> list[str]:
+    """What B_crit depends on: its value under each alternative fit choice, beside the
+    interval."""
+    spread, fit = study.spread, study.fit
+    if spread is None or fit is None or not spread.values:
+        return []
+    each = ", ".join(
+        f"{label} {v:,.0f}" if math.isfinite(v) else f"{label} ∞"
+        for label, v in spread.choices.items()
+        if not math.isnan(v)
+    )
+    low, high = fit.b_crit_ci
+    wider = not (low <= spread.low and spread.high <= high)
+    return [
+        f"B_crit = {fit.b_crit:,.0f} under the fit's choices (relative error, every tuned "
+        f"batch, every LR setting), {spread_clause(study).removeprefix('; ')}: {each}; "
+        + (
+            "wider than its interval, which covers only "
+            + ("the seeds" if fit.source == critical_batch_fit.FROM_SEEDS else "where hits lie")
+            if wider
+            else "within its interval"
+        )
+        + "."
+    ]
+
+
+def by_target_findings(study: studies.TargetStudy) -> list[str]:
+    """B_crit against the target, in one sentence (McCandlish et al.: it grows as the target
+    gets harder)."""
+    table = study.by_target.dropna(subset=["b_crit"])
+    if len(table) < 2:
+        return []
+    pairs = ", ".join(
+        f"{approx(b) if math.isfinite(b) else '∞'} at {target_words(study, t)}"
+        for t, b in zip(table["target"], table["b_crit"], strict=True)
+    )
+    ordered = table["b_crit"].to_numpy(float)
+    trend = (
+        "it grows as the target gets harder, as McCandlish et al. (2018) find"
+        if (np.diff(ordered) > 0).all()
+        else "it does not grow steadily with the target, as McCandlish et al. (2018) would have it"
+    )
+    return [
+        f"B_crit depends on the target (each recounted from the evaluations with the study's "
+        f"hitting rule): {pairs}; {trend}."
+    ]
+
+
+def target_words(study: studies.TargetStudy, target: float) -> str:
+    if study.target_metric == target_study.LOSS:
+        return f"eval loss ≤ {target:g}"
+    return f"{100 * target:g} %"
 
 
 def fit_findings(study: studies.TargetStudy) -> list[str]:
@@ -250,16 +406,16 @@ def fit_findings(study: studies.TargetStudy) -> list[str]:
     out = []
     if fit is None:
         out.append(
-            "No critical batch is fitted: S(B) = S_min + E_min / B needs the LR oracle's "
-            "steps at 3 or more batches that reached the target and are not known to be "
-            "untuned."
+            "No critical batch fitted: fewer than 3 tuned batches (S(B) = S_min + E_min / B "
+            "needs the LR oracle's steps at 3 or more batches that reached the target and are "
+            "known to be tuned)."
         )
     else:
         left = [
             f"{', '.join(map(str, batches))} ({why})"
             for batches, why in (
                 (fit.censored, "no LR reached the target in half its seeds"),
-                (fit.untuned, "not tuned: steps fell faster than perfect scaling from it"),
+                (fit.untuned, "not known to be tuned"),
             )
             if batches
         ]
@@ -268,9 +424,9 @@ def fit_findings(study: studies.TargetStudy) -> list[str]:
             f"E_min / B fitted to the LR oracle's seed-median steps at batches "
             f"{', '.join(map(str, fit.batches))} (least squares in relative error"
             + (f"; left out: {'; '.join(left)}" if left else "")
-            + f"): {fit_text(fit)}; the intervals resample the seeds of every LR at every "
-            f"batch and take the oracle again ({fit.resamples} resamples)."
+            + f"): {fit_text(fit)}; {interval_source_text(fit)}."
         )
+        out += spread_findings(study)
     if near is None:
         out.append(
             "No gradient noise scale near the target: the LR oracle's runs recorded no window "
@@ -279,7 +435,7 @@ def fit_findings(study: studies.TargetStudy) -> list[str]:
         return out
     sentence = (
         f"B_simple near the target (the windows of the last {NEAR_PERCENT} of the steps before "
-        f"each of the LR oracle's runs reached {pct(study.target, 0)}, pooled per run; median "
+        f"each of the LR oracle's runs reached {study.target_text}, pooled per run; median "
         f"over {plural(near.runs, 'run')}): ≈ {approx(near.batch)} "
         f"({interval_text((near.low, near.high))} of the median)"
     )
@@ -289,7 +445,7 @@ def fit_findings(study: studies.TargetStudy) -> list[str]:
         sentence += (
             f". Predicted / fitted B_crit = {near.batch / fit.b_crit:.2g} "
             f"(predicted {approx(near.batch)}, {interval_text((near.low, near.high))}; fitted "
-            f"{approx(fit.b_crit)}, {interval_text(fit.b_crit_ci)}): "
+            f"{approx(fit.b_crit)}, {fit_interval(fit, fit.b_crit_ci)}): "
             + (
                 "within an order of magnitude, as McCandlish et al. report"
                 if 0.1 <= near.batch / fit.b_crit <= 10
@@ -343,22 +499,22 @@ def knee_and_prediction(study: studies.TargetStudy) -> str | None:
         else ""
     )
     if fit is not None:
+        dropped = (
+            f"; batch {', '.join(map(str, fit.untuned))} left out: not known to be tuned"
+            if fit.untuned
+            else ""
+        )
         sentence = (
-            f"Critical batch fitted to the best LR's steps to {pct(study.target, 0)}: B_crit = "
-            f"E_min / S_min ≈ {approx(fit.b_crit)} ({interval_text(fit.b_crit_ci)}"
-            + (f"; {left_out})" if left_out else ")")
+            f"Critical batch fitted to the best LR's steps to {study.target_text}: B_crit = "
+            f"E_min / S_min ≈ {approx(fit.b_crit)} ({fit_interval(fit, fit.b_crit_ci)}"
+            + spread_clause(study)
+            + f"{dropped})"
         )
         if near is not None and math.isfinite(fit.b_crit):
             sentence += (
                 f"; the gradient noise scale near the target predicts ≈ {approx(near.batch)} "
                 f"({interval_text((near.low, near.high))}): predicted / fitted = "
                 f"{near.batch / fit.b_crit:.2g}"
-            )
-        flagged = sorted(set(map(int, study.untuned["global_batch"])) - set(untuned))
-        if flagged:
-            sentence += (
-                f"; an estimate: batch {', '.join(map(str, flagged))} not known to be tuned "
-                "(too few LRs, or the best at the edge of those tried)"
             )
         return sentence + "."
     knee = study.knee
@@ -374,4 +530,7 @@ def knee_and_prediction(study: studies.TargetStudy) -> str | None:
     else:
         found = f"stay within {band} up to global batch {knee.within}; the budget cannot tell more"
     caveat = f" ({left_out})" if left_out else ""
-    return f"Steps to {pct(study.target, 0)} (best LR per batch) {found}{caveat}."
+    return (
+        f"No critical batch fitted (fewer than 3 tuned batches reached {study.target_text}); "
+        f"steps to it (best LR per batch) {found}{caveat}."
+    )

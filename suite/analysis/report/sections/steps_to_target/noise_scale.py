@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from dpsuite.analysis.report import critical_batch_fit, data, studies
 from dpsuite.analysis.report.plots import plain_log_axis, series_color, styled
 from dpsuite.analysis.report.section import Plot
-from dpsuite.analysis.report.text import approx, capital, pct, plural
+from dpsuite.analysis.report.text import approx, capital, plural
 
 PLOTS = ("gradient_noise_scale",)
 
@@ -114,7 +114,7 @@ def findings(study: studies.TargetStudy) -> list[str]:
     """The critical batch predicted from B_simple pooled from the start; the runs left out."""
     out = []
     prediction = study.prediction
-    trained = f"reached {pct(study.target, 0)}"
+    trained = f"reached {study.target_text}"
     if prediction is not None:
         out.append(
             capital(predicted_text(prediction, trained))

@@ -35,7 +35,7 @@ PLOTS = ("steps_to_target", "rule_efficiency")
 def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Section:
     """Steps to target per rule and for the LR oracle, each rule's efficiency; their findings."""
     part = Section()
-    target = f"{100 * study.target:g} %"
+    target = study.target_text
     split = study.split
     fit = study.fit
     part.plot(
@@ -69,7 +69,7 @@ def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Sectio
 
 def table(study: studies.TargetStudy, about: str) -> render.Table:
     """The LR oracle per global batch: its steps, LR and seeds (`oracle_table`)."""
-    target = f"{100 * study.target:g} %"
+    target = study.target_text
     return render.Table(
         f"LR oracle: fewest steps to {target} per global batch{about}", oracle_table(study)
     )
@@ -77,7 +77,7 @@ def table(study: studies.TargetStudy, about: str) -> render.Table:
 
 def steps_caption(study: studies.TargetStudy) -> str:
     """What the steps-to-target plot draws: how steps are counted, the oracle and the fit."""
-    target = f"{100 * study.target:g} %"
+    target = study.target_text
     budget = f"{study.epochs:g}-epoch budget" if study.epochs else "budget"
     split, fit = study.split, study.fit
     return (
@@ -271,7 +271,7 @@ def split_findings(study: studies.TargetStudy) -> list[str]:
 
 
 def oracle_findings(study: studies.TargetStudy) -> list[str]:
-    best, target = study.best, pct(study.target, 0)
+    best, target = study.best, study.target_text
     reached = best[np.isfinite(best["steps"])]
     if reached.empty:
         return [f"No run reached {target} {study.split} accuracy at any global batch."]
@@ -343,7 +343,7 @@ def censoring_findings(study: studies.TargetStudy) -> list[str]:
         return []
     budget = f"the {study.epochs:g}-epoch budget" if study.epochs else "the budget"
     sentence = (
-        f"{missed} of {len(runs)} runs did not reach {pct(study.target, 0)} within {budget} "
+        f"{missed} of {len(runs)} runs did not reach {study.target_text} within {budget} "
         "(or diverged first); each counts as never reaching it, so a seed median is never "
         "where half the seeds or more missed"
     )
@@ -371,7 +371,7 @@ def efficiency_findings(study: studies.TargetStudy) -> list[str]:
         rows = eff[eff["lr_rule"] == rule].sort_values("global_batch")
         out.append(
             f"`{rule}` against the LR oracle (oracle steps / its steps to "
-            f"{pct(study.target, 0)}): {efficiency_list(rows)}."
+            f"{study.target_text}): {efficiency_list(rows)}."
         )
     return out
 
@@ -412,7 +412,7 @@ def oracle_efficiency(study: studies.TargetStudy) -> str | None:
     steps = reached["steps"].iloc[-1]
     sentence = (
         f"At global batch {batch}, against the best of the LRs tried ({steps:,.0f} steps to "
-        f"{pct(study.target, 0)}), the rules' efficiency is"
+        f"{study.target_text}), the rules' efficiency is"
     )
     sentence += " " + ", ".join(scored) if scored else ""
     if never:

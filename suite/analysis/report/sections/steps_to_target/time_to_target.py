@@ -20,7 +20,6 @@ from dpsuite.analysis.report.plots import (
     styled,
 )
 from dpsuite.analysis.report.section import Section
-from dpsuite.analysis.report.text import pct
 
 PLOTS = ("time_to_target",)
 
@@ -30,7 +29,7 @@ def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Sectio
     part = Section()
     if study.times.empty:
         return part
-    target = f"{100 * study.target:g} %"
+    target = study.target_text
     validated = (
         f" (validated up to {study.model.validated_max} workers)" if study.model is not None else ""
     )
@@ -61,7 +60,7 @@ def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Sectio
 
 def times_table(study: studies.TargetStudy, about: str) -> render.Table:
     """Every time to target, sorted by where its step time comes from."""
-    target = f"{100 * study.target:g} %"
+    target = study.target_text
     order = {
         time_to_target_table.MEASURED: 0,
         time_to_target_table.OVERSUBSCRIBED: 1,
@@ -165,7 +164,7 @@ def time_findings(study: studies.TargetStudy) -> list[str]:
     times = study.times
     if times.empty:
         return []
-    target = pct(study.target, 0)
+    target = study.target_text
     out = []
     best = time_to_target_table.fastest(times, time_to_target_table.ORACLE)
     if best.measured is not None:
@@ -208,7 +207,7 @@ def fastest_headline(study: studies.TargetStudy) -> str | None:
         return None
     row = best.measured
     return (
-        f"On this machine {pct(study.target, 0)} is reached fastest with {point(row)} "
+        f"On this machine {study.target_text} is reached fastest with {point(row)} "
         f"({seconds(row['time_s'])} of training steps at the best LR)"
         + predicted_clause(best.predicted, study.model)
         + "."
