@@ -10,6 +10,7 @@ from dpsuite.results.load import (
     load,
     load_comm_bench,
     load_epochs,
+    load_input_bench,
     load_steps,
     read_csv_checked,
 )
@@ -19,6 +20,8 @@ from dpsuite.results.store import (
     COMM_BENCH_CSV,
     COMM_BENCH_JSON,
     EPOCH_COLUMNS,
+    INPUT_BENCH_CSV,
+    INPUT_BENCH_JSON,
     SCHEMA_VERSION,
     SCRATCH_DIR,
     STATUSES,
@@ -33,6 +36,7 @@ from dpsuite.results.store import (
     read_status,
     run_identity,
     write_comm_bench,
+    write_input_bench,
     write_json_atomic,
 )
 
@@ -44,6 +48,8 @@ __all__ = [
     "COMM_BENCH_CSV",
     "COMM_BENCH_JSON",
     "EPOCH_COLUMNS",
+    "INPUT_BENCH_CSV",
+    "INPUT_BENCH_JSON",
     "OPTIONAL_EPOCH_COLUMNS",
     "SCHEMA_VERSION",
     "SCRATCH_DIR",
@@ -58,6 +64,7 @@ __all__ = [
     "load",
     "load_comm_bench",
     "load_epochs",
+    "load_input_bench",
     "load_steps",
     "make_run_id",
     "now_iso",
@@ -67,5 +74,6 @@ __all__ = [
     "run_identity",
     "schema",
     "write_comm_bench",
+    "write_input_bench",
     "write_json_atomic",
 ]
