@@ -20,7 +20,7 @@ from dpsuite.analysis.scaling.allreduce_cost import (
 from dpsuite.analysis.scaling.fit import Fit
 from dpsuite.analysis.scaling.options import ModelOptions
 from dpsuite.analysis.scaling.profiles import Profile
-from dpsuite.cli import predict_bounds
+from dpsuite.cli import predict_bounds, predict_input
 from dpsuite.cli.args import ArgParser, finite
 from dpsuite.errors import UserError
 
@@ -122,6 +122,12 @@ def _add_measured_terms(group: argparse._ArgumentGroup) -> None:
         help="a measured rate at which one node's host loads samples (decode, augment; e.g. "
         "your data loader benchmarked alone): a node's throughput is at most this",
     )
+    group.add_argument(
+        "--input-rate-from",
+        metavar="RESULTS_DIR",
+        help="take that rate from `dpsuite input-bench` results (the best loader workers at "
+        "the most ranks measured; read from RESULTS_DIR itself when it holds any)",
+    )
 
 
 def run(args: list[str]) -> int:
@@ -150,7 +156,7 @@ def run(args: list[str]) -> int:
         raise UserError("--nccl-channels goes with planning on a profile (--workload or --params)")
     else:
         fits = _fitted(a, opts, profile)
-    fits = [options.input_rate(one, opts) for one in fits]
+    fits = predict_input.with_input_rates(fits, a, opts)
     for one in fits:
         predict_bounds.check_step(one.model.compute.step_s(a.batch), a.batch, one.workload)
     if a.out:
@@ -179,6 +185,7 @@ def _checked(a: argparse.Namespace) -> ModelOptions:
         raise UserError("give --measured-node-efficiency or --node-efficiency-from, not both")
     if a.node_efficiency_from is None:
         options.overheads(opts, gpus_per_node=2)  # the value's range; its node is known later
+    predict_input.check(a)
     rate = a.input_samples_per_s
     if rate is not None and not (math.isfinite(rate) and rate > 0):
         raise UserError(f"--input-samples-per-s must be a finite number > 0, got {rate:g}")
