@@ -168,6 +168,26 @@ def _comm_bench(args: list[str]) -> int:
     return comm_bench.run(spec)
 
 
+def _input_bench(args: list[str]) -> int:
+    p = ArgParser(
+        prog="dpsuite input-bench",
+        description="Samples/s of a workload's training input pipeline alone (the engine's "
+        "DataLoader per rank with its DistributedSampler share and data.loader_* settings; for "
+        "in-memory tensors the index gather), over data.loader_workers=0,1,2 and ranks=1,2 "
+        "(processes reading their shares at once, started as a DDP run starts its workers). "
+        "Other KEY=VALUE overrides are the run's (workload=..., batch.per_worker=...). Writes "
+        "RESULTS_DIR/input_bench/<bench_id>/input_bench.{csv,json}.",
+    )
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    p.add_argument("--batches", type=int, default=50, help="timed batches per rank (default 50)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed batches after the first")
+    p.add_argument("--tag", default=None, help="your name for this machine")
+    a = p.parse_args(args)
+    from dpsuite.engine import input_bench
+
+    return input_bench.run(input_bench.resolve(a.overrides, a.batches, a.warmup, a.tag))
+
+
 def _demo(args: list[str]) -> int:
     from dpsuite.cli import help
     from dpsuite.sweep.demo import run_demo
@@ -303,6 +323,12 @@ COMMANDS = {
             _comm_bench,
             "[OPTIONS]",
             "collective microbenchmark (size, time, algbw, busbw, correctness), as nccl-tests",
+        ),
+        Command(
+            "input-bench",
+            _input_bench,
+            "[ranks=1,2] [data.loader_workers=0,1,2] [KEY=VALUE ...]",
+            "samples/s of a workload's input pipeline alone, per loader_workers and rank count",
         ),
         Command(
             "predict",

@@ -32,7 +32,7 @@ from dpsuite.analysis.scaling.fit_counts import HeldOut
 from dpsuite.analysis.scaling.options import ModelOptions
 from dpsuite.analysis.scaling.profiles import Profile
 from dpsuite.analysis.scaling.tensor_file import dump_tensors, load_tensors
-from dpsuite.cli import predict_bounds
+from dpsuite.cli import predict_bounds, predict_input
 from dpsuite.cli.args import ArgParser, finite
 from dpsuite.cli.predict_tensors import dumped_tensors
 from dpsuite.errors import UserError
@@ -169,6 +169,12 @@ def _add_measured_terms(group: argparse._ArgumentGroup) -> None:
         help="a measured rate at which one node's host loads samples (decode, augment; e.g. "
         "your data loader benchmarked alone): a node's throughput is at most this",
     )
+    group.add_argument(
+        "--input-rate-from",
+        metavar="RESULTS_DIR",
+        help="take that rate from `dpsuite input-bench` results (the best loader workers at "
+        "the most ranks measured; read from RESULTS_DIR itself when it holds any)",
+    )
 
 
 def run(args: list[str]) -> int:
@@ -222,7 +228,7 @@ def _predicted(a: argparse.Namespace, opts: ModelOptions) -> list[tuple[Fit, Hel
         raise UserError("--nccl-channels goes with planning on a profile (--workload or --params)")
     else:
         fits = _fitted(a, opts, profile)
-    fits = [options.input_rate(options.step_shape(one, opts), opts) for one in fits]
+    fits = predict_input.with_input_rates([options.step_shape(one, opts) for one in fits], a, opts)
     for one in fits:
         predict_bounds.check_step(one.model.compute.step_s(a.batch), a.batch, one.workload)
     if planning:
@@ -248,6 +254,7 @@ def _checked(a: argparse.Namespace) -> ModelOptions:
         raise UserError("give --measured-node-efficiency or --node-efficiency-from, not both")
     if a.node_efficiency_from is None:
         options.overheads(opts, gpus_per_node=2)  # the value's range; its node is known later
+    predict_input.check(a)
     rate = a.input_samples_per_s
     if rate is not None and not (math.isfinite(rate) and rate > 0):
         raise UserError(f"--input-samples-per-s must be a finite number > 0, got {rate:g}")

@@ -30,12 +30,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from dpsuite.errors import ResultsWriteError, UserError
+from dpsuite.errors import UserError
 from dpsuite.measure.collectives import CHUNK, COLLECTIVES, ROOT, Collective, count_wrong
 from dpsuite.measure.fingerprint import fingerprint
 from dpsuite.results import COMM_BENCH_JSON, now_iso, read_json, write_comm_bench
 from dpsuite.results import lock as results_lock
 from dpsuite.results.gate import TAG_PATTERN
+from dpsuite.results.store import new_result_dir
 from dpsuite.runtime import distributed, host_memory
 from dpsuite.runtime.host import check_writable, resolve_backend, usable_cores, wait_for_device
 from dpsuite.runtime.ranks import Ranks, ranks_from_env
@@ -320,17 +321,7 @@ def bench_dir_for(spec: BenchSpec, hostname: str) -> Path:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     machine = re.sub(r"[^A-Za-z0-9_.-]", "_", spec.tag or hostname)
     base = f"{machine}-{spec.backend}-w{spec.workers}-{spec.dtype}-{stamp}"
-    root = Path(spec.results_dir).expanduser() / "comm_bench"
-    for n in range(1, 10_000):
-        path = root / (base if n == 1 else f"{base}-{n}")
-        try:
-            path.mkdir(parents=True)  # atomic: exactly one writer creates it
-            return path
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise ResultsWriteError(path, exc) from None
-    raise UserError(f"no free result name for {base} in {root}")
+    return new_result_dir(Path(spec.results_dir).expanduser() / "comm_bench", base)
 
 
 PLACEMENT = {

@@ -11,6 +11,7 @@ from dpsuite.results.load import (
     load,
     load_comm_bench,
     load_epochs,
+    load_input_bench,
     load_steps,
     steps_of,
 )
@@ -21,6 +22,8 @@ from dpsuite.results.store import (
     COMM_BENCH_CSV,
     COMM_BENCH_JSON,
     EPOCH_COLUMNS,
+    INPUT_BENCH_CSV,
+    INPUT_BENCH_JSON,
     SCHEMA_VERSION,
     SCRATCH_DIR,
     STATUSES,
@@ -35,6 +38,7 @@ from dpsuite.results.store import (
     read_status,
     run_identity,
     write_comm_bench,
+    write_input_bench,
     write_json_atomic,
 )
 
@@ -46,6 +50,8 @@ __all__ = [
     "COMM_BENCH_CSV",
     "COMM_BENCH_JSON",
     "EPOCH_COLUMNS",
+    "INPUT_BENCH_CSV",
+    "INPUT_BENCH_JSON",
     "OPTIONAL_EPOCH_COLUMNS",
     "SCHEMA_VERSION",
     "SCRATCH_DIR",
@@ -61,6 +67,7 @@ __all__ = [
     "load",
     "load_comm_bench",
     "load_epochs",
+    "load_input_bench",
     "load_steps",
     "make_run_id",
     "now_iso",
@@ -71,5 +78,6 @@ __all__ = [
     "schema",
     "steps_of",
     "write_comm_bench",
+    "write_input_bench",
     "write_json_atomic",
 ]

@@ -263,18 +263,32 @@ def _expected(field: schema.Field) -> str:
 
 
 def check_comm_rows(frame) -> None:
+    """A comm_bench.csv's rows as ``schema.COMM_BENCH_ROWS`` declares them (``check_rows``)."""
+    check_rows(frame, schema.COMM_BENCH_ROWS)
+
+
+def check_input_meta(meta: Any) -> None:
+    """Raise Untrusted (naming the key) unless ``meta`` is an input_bench.json as input-bench
+    writes it."""
+    if not isinstance(meta, dict):
+        raise Untrusted("not an input-bench record (a JSON object)")
+    _check_fields("", meta, schema.INPUT_BENCH_META)
+    _check_tag(meta.get("hardware"))
+
+
+def check_rows(frame, fields: tuple[schema.Field, ...]) -> None:
     """The required columns and no unknown one; every cell of a numeric column a finite number
-    of its type within its range (as ``schema.COMM_BENCH_ROWS`` declares them)."""
+    of its type within its range (as ``fields`` declare them)."""
     import pandas as pd
 
-    by_name = {f.name: f for f in schema.COMM_BENCH_ROWS}
-    missing = [f.name for f in schema.COMM_BENCH_ROWS if f.required and f.name not in frame]
+    by_name = {f.name: f for f in fields}
+    missing = [f.name for f in fields if f.required and f.name not in frame]
     if missing:
         raise Untrusted(f"missing columns {missing}")
     unknown = [str(c) for c in frame.columns if c not in by_name]
     if unknown:
         raise Untrusted(f"unknown column {unknown[0]}")
-    for field in schema.COMM_BENCH_ROWS:
+    for field in fields:
         if not field.numeric or field.name not in frame:
             continue
         values = pd.to_numeric(frame[field.name], errors="coerce")

@@ -25,6 +25,8 @@ from dpsuite.results import schema
 from dpsuite.results.gate import (
     check_comm_meta,
     check_comm_rows,
+    check_input_meta,
+    check_rows,
     is_regular,
     trusted_runs,
     walk_files,
@@ -34,6 +36,8 @@ from dpsuite.results.store import (
     COMM_BENCH_CSV,
     COMM_BENCH_JSON,
     EPOCH_COLUMNS,
+    INPUT_BENCH_CSV,
+    INPUT_BENCH_JSON,
     STEP_COLUMNS,
     effective_status,
     read_json,
@@ -162,7 +166,7 @@ def load_epochs(path: str | Path) -> pd.DataFrame:
 
 def load_steps(path: str | Path) -> pd.DataFrame:
     """steps.csv of one run directory, or of every run below ``path`` (run_id column)."""
-    return _per_run(path, "steps.csv", STEP_COLUMNS)
+    return _per_run(path, "steps.csv", STEP_COLUMNS, schema.OPTIONAL_STEP_COLUMNS)
 
 
 def load_comm_bench(path: str | Path) -> pd.DataFrame:
@@ -196,6 +200,37 @@ def load_comm_bench(path: str | Path) -> pd.DataFrame:
         frame["bench_id"] = meta.get("bench_id", meta_file.parent.name)
         frame["world_size"] = meta.get("world_size")
         frame["backend"] = meta.get("backend")
+        frame["bench_dir"] = str(meta_file.parent)
+        for key, value in (meta.get("hardware") or {}).items():
+            frame[f"hardware.{key}"] = value
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def load_input_bench(path: str | Path) -> pd.DataFrame:
+    """Every input-bench result below ``path``: one row per (bench, ranks, loader_workers).
+
+    Columns: the CSV's, plus ``bench_id, workload, pipeline, device, bench_dir`` and
+    ``hardware.*``. Unreadable results are skipped with a warning naming the directory.
+    """
+    frames = []
+    for meta_file in walk_files(Path(path), INPUT_BENCH_JSON):
+        csv_file = meta_file.parent / INPUT_BENCH_CSV
+        try:
+            if not (is_regular(meta_file) and is_regular(csv_file)):
+                raise ValueError("not a regular file")
+            meta = read_json(meta_file)
+            check_input_meta(meta)
+            frame = pd.read_csv(csv_file)
+            check_rows(frame, schema.INPUT_BENCH_ROWS)
+        except (OSError, ValueError, pd.errors.ParserError) as exc:
+            warnings.warn(
+                f"skipping unreadable input-bench result {meta_file.parent}: {exc}", stacklevel=2
+            )
+            continue
+        frame["bench_id"] = meta.get("bench_id", meta_file.parent.name)
+        for key in ("workload", "pipeline", "device"):
+            frame[key] = meta.get(key)
         frame["bench_dir"] = str(meta_file.parent)
         for key, value in (meta.get("hardware") or {}).items():
             frame[f"hardware.{key}"] = value

@@ -466,8 +466,63 @@ COMM_BENCH_ROWS = (
     Field("errors", "count", "int", "wrong values in the result, summed over ranks", required=True),
 )
 
+# input_bench.json of a `dpsuite input-bench` result (RESULTS_DIR/input_bench/<bench_id>/).
+INPUT_BENCH_META = (
+    Field("schema_version", "", "int", "version of the results schema the file follows"),
+    Field("bench_id", "", "str", "the result's name (its directory's): machine, workload, time"),
+    Field("workload", "", "str", "the workload whose train pipeline was measured", required=True),
+    Field(
+        "pipeline",
+        "",
+        "str",
+        "datasets (a DataLoader per rank) or in memory (tensors: the index gather is measured)",
+        required=True,
+    ),
+    Field("device", "", "str", "where each batch was moved: cpu or cuda"),
+    Field("batches", "count", "int", "timed batches per rank and point", least=1),
+    Field("warmup", "count", "int", "untimed batches per rank after the first"),
+    Field("threads_per_worker", "count", "int", "compute threads of each rank"),
+    Field("rank_processes", "", "str", "how the ranks of a point were run"),
+    Field("overrides", "", "list", "the run config overrides the pipeline was built from"),
+    Field(
+        "hardware",
+        "",
+        "mapping",
+        "the hardware and software fingerprint (as run.json's)",
+        fields=HARDWARE,
+    ),
+    Field("started_at", "", "str", "ISO 8601, UTC"),
+    Field("finished_at", "", "str", "ISO 8601, UTC"),
+)
+
+# input_bench.csv: one row per rank count and loader_workers value.
+INPUT_BENCH_ROWS = (
+    Field("ranks", "count", "int", "processes reading their share at once", least=1, required=True),
+    Field("loader_workers", "count", "int", "DataLoader workers per rank", required=True),
+    Field("per_worker_batch", "count", "int", "samples per batch", least=1, required=True),
+    Field(
+        "samples_per_s",
+        "samples/s",
+        "float",
+        "all ranks together: ranks x batches x batch / the slowest rank's time",
+        strict=True,
+        required=True,
+    ),
+    Field(
+        "samples_per_s_per_rank",
+        "samples/s",
+        "float",
+        "the slowest rank's rate: what bounds a training step",
+        strict=True,
+        required=True,
+    ),
+    Field("batch_time_s", "s", "float", "mean time per batch, slowest rank", required=True),
+    Field("first_batch_s", "s", "float", "until the first batch (loader workers start), max"),
+)
+
 # Columns added after the first results were written: older files load with them empty.
 OPTIONAL_EPOCH_COLUMNS = ("grad_noise_scale", "gns_grad_sq", "gns_trace")
+OPTIONAL_STEP_COLUMNS = ("data_wait_s",)
 
 # What makes two runs on different machines "the same configuration" (dpsuite compare).
 COMPARE_KEY = ("workload", "workers", "per_worker_batch", "lr_rule", "precision", "sync_label")
@@ -503,6 +558,8 @@ SUMMARY_COLUMNS = (
     "tokens_per_s",
     "step_time_s",
     "step_time_p90_s",
+    "data_wait_s",
+    "data_wait_share",
     "compute_time_s",
     "comm_time_s",
     "comm_wait_s",
@@ -573,6 +630,8 @@ SECTIONS = (
     ("steps.csv", STEPS),
     ("comm_bench.json", COMM_BENCH_META),
     ("comm_bench.csv", COMM_BENCH_ROWS),
+    ("input_bench.json", INPUT_BENCH_META),
+    ("input_bench.csv", INPUT_BENCH_ROWS),
 )
 MARKDOWN_INTRO = (
     "# Results schema",

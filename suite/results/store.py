@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from dpsuite.errors import ResultsWriteError
+from dpsuite.errors import ResultsWriteError, UserError
 from dpsuite.results import schema
 from dpsuite.results.liveness import effective_status
 
@@ -263,18 +263,59 @@ def write_comm_bench(
     bench_dir: Path, meta: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
 ) -> None:
     """Write one comm-bench result: the CSV first, then the JSON that marks it complete."""
+    write_bench(bench_dir, COMM_BENCH_JSON, COMM_BENCH_CSV, COMM_BENCH_COLUMNS, meta, rows)
+
+
+# RESULTS_DIR/input_bench/<bench_id>/: input_bench.json (workload, pipeline, hardware, ...) and
+# input_bench.csv, one row per rank count and loader_workers value (`dpsuite input-bench`).
+INPUT_BENCH_JSON = "input_bench.json"
+INPUT_BENCH_CSV = "input_bench.csv"
+INPUT_BENCH_COLUMNS = schema.names(schema.INPUT_BENCH_ROWS)
+
+
+def write_input_bench(
+    bench_dir: Path, meta: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
+) -> None:
+    """Write one input-bench result: the CSV first, then the JSON that marks it complete."""
+    write_bench(bench_dir, INPUT_BENCH_JSON, INPUT_BENCH_CSV, INPUT_BENCH_COLUMNS, meta, rows)
+
+
+def write_bench(
+    bench_dir: Path,
+    json_name: str,
+    csv_name: str,
+    columns: list[str],
+    meta: Mapping[str, Any],
+    rows: Iterable[Mapping[str, Any]],
+) -> None:
+    """A benchmark's rows then its metadata; without the JSON no reader takes the CSV."""
     bench_dir = Path(bench_dir)
     text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=COMM_BENCH_COLUMNS, extrasaction="ignore")
+    writer = csv.DictWriter(text, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
     try:
         bench_dir.mkdir(parents=True, exist_ok=True)
-        replace_atomically(bench_dir / COMM_BENCH_CSV, text.getvalue().encode())
+        replace_atomically(bench_dir / csv_name, text.getvalue().encode())
     except OSError as exc:
-        raise ResultsWriteError(bench_dir / COMM_BENCH_CSV, exc) from None
+        raise ResultsWriteError(bench_dir / csv_name, exc) from None
     try:
-        write_json_atomic(bench_dir / COMM_BENCH_JSON, {"schema_version": SCHEMA_VERSION, **meta})
+        write_json_atomic(bench_dir / json_name, {"schema_version": SCHEMA_VERSION, **meta})
     except ResultsWriteError:
-        (bench_dir / COMM_BENCH_CSV).unlink(missing_ok=True)  # no half of a result stays
+        (bench_dir / csv_name).unlink(missing_ok=True)  # no half of a result stays
         raise
+
+
+def new_result_dir(root: Path, base: str) -> Path:
+    """A new directory ``root/base`` (``-2``, ``-3``, ... when taken), created here so that no
+    other writer can take its name."""
+    for n in range(1, 10_000):
+        path = root / (base if n == 1 else f"{base}-{n}")
+        try:
+            path.mkdir(parents=True)  # atomic: exactly one writer creates it
+            return path
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise ResultsWriteError(path, exc) from None
+    raise UserError(f"no free result name for {base} in {root}")

@@ -16,6 +16,7 @@ from dpsuite.analysis.report.output import FigureWriter, Written, default_out, p
 from dpsuite.analysis.report.sections import (
     comm,
     convergence,
+    input_pipeline,
     model,
     run_list,
     runs,
@@ -26,7 +27,17 @@ from dpsuite.analysis.report.sections import (
 from dpsuite.results import owned
 
 # The sections of a report, top to bottom: one topic each.
-SECTIONS = (runs, scaling, comm, model, sync, convergence, steps_to_target, run_list)
+SECTIONS = (
+    runs,
+    scaling,
+    comm,
+    input_pipeline,
+    model,
+    sync,
+    convergence,
+    steps_to_target,
+    run_list,
+)
 # Every plot a report can write: one PNG (and SVG) each, with a "-<study>" suffix where a
 # report holds several studies of a topic.
 PLOT_NAMES = tuple(name for topic in SECTIONS for name in topic.PLOTS)

@@ -31,6 +31,8 @@ NUMERIC_COLUMNS = [
 ]
 RULE_ORDER = tuple(RULES)  # the registry's order: legends, colours, tables
 EFFICIENCY_THRESHOLD = 0.80  # "scales well": throughput at least 80 % of ideal
+# "Input-bound": at least this share of the step waits for the next batch (docs/reports.md).
+INPUT_BOUND_SHARE = 0.10
 CI_COLUMNS = ["samples_per_s_low", "samples_per_s_high"]
 # Scaling series: runs that differ only in worker count, every worker with the same resources
 # (threads on a CPU, a GPU of its own: see `scaling_fairness`).
@@ -84,6 +86,7 @@ class ResultsTree:
     epochs: dict[str, pd.DataFrame] = field(default_factory=dict)
     steps: dict[str, pd.DataFrame] = field(default_factory=dict)
     comm: pd.DataFrame = field(default_factory=pd.DataFrame)
+    inputs: pd.DataFrame = field(default_factory=pd.DataFrame)  # input-bench rows
     warnings: list[str] = field(default_factory=list)
 
 
@@ -106,12 +109,17 @@ def load_tree(path: str | Path) -> ResultsTree:
         warnings.simplefilter("always")
         runs = results.load(root)
         comm = results.load_comm_bench(root)
+        inputs = results.load_input_bench(root)
     notes = [str(w.message) for w in caught if w.category is UserWarning]  # not library noise
-    if runs.empty and comm.empty:
-        found = f"{len(notes)} left out: {notes[0]}" if notes else "no run.json or comm_bench.json"
+    if runs.empty and comm.empty and inputs.empty:
+        nothing = "no run.json, comm_bench.json or input_bench.json"
+        found = f"{len(notes)} left out: {notes[0]}" if notes else nothing
         raise UserError(f"no results to report in {root} ({found})")
     runs = tidy_runs(runs)
     tree = ResultsTree(source=root, runs=runs, comm=tidy_comm(comm), warnings=notes)
+    if not inputs.empty:
+        inputs["machine"] = inputs.apply(machine_label, axis=1)
+        tree.inputs = inputs
     read_run_csvs(tree)
     tree.runs = add_divergence_points(tree.runs, tree.epochs)
     hide_synthetic_accuracy(tree)
@@ -381,6 +389,8 @@ EXTRA_SCALING_COLUMNS = (
     "peak_rss_mib",
     "peak_cuda_allocated_mib",
     "straggler_wait_s",
+    "data_wait_s",
+    "data_wait_share",
 )
 
 COLUMN_NAMES = {

@@ -67,8 +67,9 @@ def section(context: studies.Context) -> Section:
         "step_time_breakdown",
         functools.partial(step_time_breakdown, scaling),
         "Step-time breakdown",
-        "Median step time split into compute (the step without gradient synchronisation), "
-        "exposed communication (the time the all-reduce adds) and the rest, one panel per "
+        "Median step time split into compute (the step without gradient synchronisation or "
+        "its wait for data), the wait for data where the runs measured it, exposed "
+        "communication (the time the all-reduce adds) and the rest, one panel per "
         "series; the black tick is the total all-reduce time, part of which overlaps the "
         "backward pass; hatched: oversubscribed.",
     )
@@ -109,6 +110,10 @@ def scaling_table_for_report(scaling: pd.DataFrame) -> pd.DataFrame:
             ],
             "efficiency_pct": 100 * scaling["efficiency"],
             "step_time_ms": 1e3 * scaling["step_time_s"],
+            "data_wait_ms": 1e3 * scaling["data_wait_s"] if "data_wait_s" in scaling else None,
+            "data_wait_pct": (
+                100 * scaling["data_wait_share"] if "data_wait_share" in scaling else None
+            ),
             "compute_ms": 1e3 * scaling["compute_time_s"],
             "exposed_comm_ms": 1e3 * scaling["exposed_comm_s"],
             "comm_ms": 1e3 * scaling["comm_time_s"],
@@ -286,8 +291,8 @@ def efficiency_vs_workers(
 
 @styled
 def step_time_breakdown(scaling: pd.DataFrame) -> Figure | None:
-    """Stacked bars per worker count: compute, exposed communication, the rest of the step;
-    one panel per series, wrapped."""
+    """Stacked bars per worker count: compute, the wait for the slowest rank and the wait for
+    data where measured, exposed communication, the rest of the step; one panel per series."""
     have = scaling.dropna(subset=["step_time_s", "compute_time_s", "exposed_comm_s"])
     if have.empty:
         return None
@@ -296,26 +301,11 @@ def step_time_breakdown(scaling: pd.DataFrame) -> Figure | None:
     any_over = False
     for ax, (label, grp) in zip(axes, series, strict=True):
         x = np.arange(len(grp))
-        compute = 1e3 * grp["compute_time_s"].to_numpy()
-        exposed = 1e3 * grp["exposed_comm_s"].clip(lower=0).to_numpy()
-        rest = np.clip(1e3 * grp["step_time_s"].to_numpy() - compute - exposed, 0, None)
         hatch = ["//" if o else "" for o in grp["oversubscribed"]]
         any_over |= bool(grp["oversubscribed"].any())
-        bars = {"edgecolor": "white", "lw": 0, "hatch": hatch}
-        wait = 1e3 * grp.get("straggler_wait_s", pd.Series(np.nan, grp.index)).to_numpy(float)
-        if np.isfinite(wait).any():  # the slowest rank's wait, measured apart from compute
-            wait = np.nan_to_num(wait)
-            ax.bar(x, compute - wait, color="#1f77b4", label="compute (typical rank)", **bars)
-            ax.bar(
-                x, wait, bottom=compute - wait, color="#ff7f0e", label="waiting for slowest rank",
-                **bars,
-            )  # fmt: skip
-        else:
-            ax.bar(x, compute, color="#1f77b4", label="compute (no gradient sync)", **bars)
-        ax.bar(x, exposed, bottom=compute, color="#d62728", label="exposed communication", **bars)
-        ax.bar(x, rest, bottom=compute + exposed, color="#bbbbbb", label="rest of step", **bars)
+        top = breakdown_bars(ax, x, grp, {"edgecolor": "white", "lw": 0, "hatch": hatch})
         comm_ms = 1e3 * grp["comm_time_s"].fillna(0).to_numpy()
-        tallest = float(np.nanmax(np.concatenate([compute + exposed + rest, comm_ms])))
+        tallest = float(np.nanmax(np.concatenate([top, comm_ms])))
         ax.set_ylim(0, 1.08 * tallest)
         if grp["comm_time_s"].notna().any():
             ax.plot(
@@ -331,16 +321,67 @@ def step_time_breakdown(scaling: pd.DataFrame) -> Figure | None:
         ax.set_ylabel("median step time (ms)")
         ax.set_title(label, fontsize=10)
         ax.grid(axis="x", visible=False)
-    handles, labels = axes[0].get_legend_handles_labels()
-    # the stack from the bottom up, then the all-reduce tick (matplotlib lists lines first)
-    order = sorted(range(len(labels)), key=lambda i: labels[i].startswith("all-reduce"))
-    handles, labels = [handles[i] for i in order], [labels[i] for i in order]
+    outside_legend(fig, *breakdown_legend(axes, any_over))
+    fig.suptitle("Where a training step's time goes")
+    return fig
+
+
+def measured_ms(grp: pd.DataFrame, column: str) -> np.ndarray | None:
+    """A column of the series in ms (missing values as 0), or None where no run measured it
+    (older runs: their bars stay as they were drawn)."""
+    values = 1e3 * grp.get(column, pd.Series(np.nan, grp.index)).to_numpy(float)
+    return np.nan_to_num(values) if np.isfinite(values).any() else None
+
+
+def breakdown_bars(ax: Axes, x: np.ndarray, grp: pd.DataFrame, bars: dict) -> np.ndarray:
+    """One panel's stacked bars, bottom up; returns the height of the stacks."""
+    compute = 1e3 * grp["compute_time_s"].to_numpy()
+    exposed = 1e3 * grp["exposed_comm_s"].clip(lower=0).to_numpy()
+    wait = measured_ms(grp, "straggler_wait_s")
+    data_wait = measured_ms(grp, "data_wait_s")
+    if wait is not None:  # the slowest rank's wait, measured apart from compute
+        ax.bar(x, compute - wait, color="#1f77b4", label="compute (typical rank)", **bars)
+        ax.bar(
+            x, wait, bottom=compute - wait, color="#ff7f0e", label="waiting for slowest rank",
+            **bars,
+        )  # fmt: skip
+    else:
+        ax.bar(x, compute, color="#1f77b4", label="compute (no gradient sync)", **bars)
+    bottom = compute
+    if data_wait is not None:  # measured apart from compute: step = data wait + compute + exposed
+        ax.bar(x, data_wait, bottom=bottom, color="#2ca02c", label=DATA_WAIT_LABEL, **bars)
+        bottom = bottom + data_wait
+    ax.bar(x, exposed, bottom=bottom, color="#d62728", label="exposed communication", **bars)
+    rest = np.clip(1e3 * grp["step_time_s"].to_numpy() - bottom - exposed, 0, None)
+    ax.bar(x, rest, bottom=bottom + exposed, color="#bbbbbb", label="rest of step", **bars)
+    return bottom + exposed + rest
+
+
+def breakdown_legend(axes, any_over: bool) -> tuple[list, list[str]]:
+    """The first panel's parts, and the wait for data where any panel drew it: the stack
+    from the bottom up, then the all-reduce tick."""
+    found = dict(zip(*reversed(axes[0].get_legend_handles_labels()), strict=True))
+    for ax in axes[1:]:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label == DATA_WAIT_LABEL:
+                found.setdefault(label, handle)
+    labels = sorted(found, key=lambda lab: (lab.startswith("all-reduce"), PART_ORDER.get(lab, 9)))
+    handles = [found[lab] for lab in labels]
     if any_over:
         handles.append(Patch(facecolor="#bbbbbb", edgecolor="white", hatch="//"))
         labels.append("hatched: oversubscribed (more worker threads than cores)")
-    outside_legend(fig, handles, labels)
-    fig.suptitle("Where a training step's time goes")
-    return fig
+    return handles, labels
+
+
+DATA_WAIT_LABEL = "waiting for data"
+PART_ORDER = {
+    "compute (typical rank)": 0,
+    "compute (no gradient sync)": 0,
+    "waiting for slowest rank": 1,
+    DATA_WAIT_LABEL: 2,
+    "exposed communication": 3,
+    "rest of step": 4,
+}
 
 
 def scaling_findings(scaling: pd.DataFrame) -> list[str]:
@@ -361,7 +402,29 @@ def scaling_findings(scaling: pd.DataFrame) -> list[str]:
                 if why
             ]
         out.extend(communication_findings(label, grp))
+        out.extend(input_findings(label, grp))
     return out
+
+
+def input_findings(label: str, grp: pd.DataFrame) -> list[str]:
+    """The wait for data at the largest worker count that measured it (runs from before it
+    was measured say nothing); input-bound from ``data.INPUT_BOUND_SHARE`` of the step up."""
+    if "data_wait_share" not in grp:
+        return []
+    have = grp.dropna(subset=["data_wait_share", "step_time_s"])
+    if have.empty:
+        return []
+    row = have.iloc[-1]
+    n, share = int(row["workers"]), float(row["data_wait_share"])
+    waited = f"{pct(share, 0)} of the step waits for data at {n} worker{'s' if n > 1 else ''}"
+    if pd.notna(row.get("data_wait_s")):
+        waited += f" ({ms(row['data_wait_s'])} of {ms(row['step_time_s'])} per median step)"
+    if share >= data.INPUT_BOUND_SHARE:
+        return [
+            f"{label}: input-bound: {waited}; more loader workers (data.loader_workers) or a "
+            "faster input pipeline would speed it up."
+        ]
+    return [f"{label}: not input-bound: {waited} (below {pct(data.INPUT_BOUND_SHARE, 0)})."]
 
 
 def invalid_series(label: str, grp: pd.DataFrame) -> str:
@@ -464,6 +527,7 @@ def scaling_limit(scaling: pd.DataFrame) -> str | None:
             f"; {worst['series']} only {pct(worst['efficiency'], 0)}"
             f"{step_parts(worst, per_step='')}" + limited_by(best, worst)
         )
+    sentence += input_bound(at, n)
     crowded = sorted(int(w) for w in more[more["oversubscribed"]]["workers"].unique())
     if crowded and len(fair):
         counts = ", ".join(map(str, crowded))
@@ -474,6 +538,18 @@ def scaling_limit(scaling: pd.DataFrame) -> str | None:
     elif crowded:
         sentence += "; these runs had more worker threads than cores and measure contention"
     return sentence + "."
+
+
+def input_bound(at: pd.DataFrame, n: int) -> str:
+    """The series at ``n`` workers whose step waits for data (those that measured it)."""
+    if "data_wait_share" not in at:
+        return ""
+    bound = at[at["data_wait_share"] >= data.INPUT_BOUND_SHARE]
+    return "".join(
+        f"; {row['series']} is input-bound: {pct(row['data_wait_share'], 0)} of the step waits "
+        f"for data at {n} workers"
+        for _, row in bound.iterrows()
+    )
 
 
 def step_parts(row: pd.Series, per_step: str = " per step") -> str:
