@@ -156,7 +156,8 @@ def epochs_of(dirs: list[Path]) -> list[Read]:
 
 def steps_of(dirs: list[Path]) -> list[Read]:
     """Each run directory's steps.csv (frame and warnings), in one parse."""
-    return read_many([run_dir / "steps.csv" for run_dir in dirs], STEP_COLUMNS)
+    files = [run_dir / "steps.csv" for run_dir in dirs]
+    return read_many(files, STEP_COLUMNS, schema.OPTIONAL_STEP_COLUMNS)
 
 
 def load_epochs(path: str | Path) -> pd.DataFrame:
