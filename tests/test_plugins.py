@@ -141,6 +141,13 @@ def test_a_workload_by_import_path_runs_without_packaging(tmp_path, broken_site)
     assert read_run(run_dir)["workload"] == "broken_plugins:Good"
 
 
+def test_another_groups_unknown_choice_beside_an_import_path_is_named(broken_site):
+    """An LR rule nobody offers, beside a workload named by its import path, is the LR rule's
+    error (it was once reported as an unknown workload)."""
+    done = run_subprocess("run", "workload=broken_plugins:Good", "lr_rule=const")
+    assert error_line(done).startswith("dpsuite: error: unknown lr_rule 'const'")
+
+
 @pytest.mark.parametrize(
     "choice,expected",
     [

@@ -54,7 +54,10 @@ def compose_config(overrides: list[str], with_hydra: bool = False) -> DictConfig
         for group in GROUPS:
             chosen = _choice(overrides, group)
             choices = group_choices(group)
-            if chosen is not None and chosen not in choices:
+            # A workload named by its import path is no option of the group, yet was found
+            # (registering it would have said otherwise): the unknown choice is another group's.
+            by_path = group == "workload" and chosen is not None and ":" in chosen
+            if chosen is not None and chosen not in choices and not by_path:
                 known = model_hint(chosen) if group == "workload" else None
                 raise UserError(
                     f"unknown {group} '{chosen}'{did_you_mean(chosen, choices, known=known)} "
