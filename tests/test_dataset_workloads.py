@@ -124,3 +124,30 @@ def test_a_train_split_smaller_than_the_global_batch_is_refused(tmp_path):
     )
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "larger than the training set (16 samples" in proc.stderr
+
+
+def test_a_loss_target_workload_has_its_steps_to_target_study(dpsuite, tmp_path):
+    """A batch x LR grid of the file-backed job: the report's study counts steps until the
+    loss fell to its target, and says so in words (not as an accuracy)."""
+    out, report = tmp_path / "out", tmp_path / "report"
+    args = [
+        "-m",
+        NPY,
+        f"workload.data_dir={tmp_path / 'samples'}",
+        "workload.target_loss=0.5",
+        "mode=simulated",
+        "batch.per_worker=16,32,64",
+        "lr_rule.base_lr=0.03",
+        "lr_rule=naive,linear",
+        "train.stop_at_target=true",
+        "train.evals_per_epoch=4",
+        "train.epochs=8",
+        "noise_scale.enabled=false",
+        f"results_dir={out}",
+    ]
+    assert dpsuite("run", *args) == 0
+    assert dpsuite("report", str(out), "--out", str(report)) == 0
+    page = (report / "index.md").read_text()
+    assert "Steps to test loss ≤ 0.5 vs global batch" in page
+    assert "optimizer steps until the test loss fell to 0.5" in page
+    assert "loss ≤ 0.5 test accuracy" not in page

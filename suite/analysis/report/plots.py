@@ -202,8 +202,9 @@ def draw_never(ax: Axes, never: list[tuple[float, str]], y: float) -> None:
             ax.plot([batch * 2 ** (0.08 * shift)], [y], color=color, **NEVER_MARKER)
 
 
-def target_label(target: float, split: str = "test") -> str:
-    return f"steps to reach {100 * target:g} % {split} accuracy (log scale)"
+def target_label(goal: str) -> str:
+    """The steps axis of a study: ``goal`` is the target on its split (``75 % test accuracy``)."""
+    return f"steps to reach {goal} (log scale)"
 
 
 def steps_axes(ax: Axes, batches: Iterable[float], finite: pd.Series) -> float:

@@ -97,6 +97,20 @@ class TargetStudy:
         return f"{100 * self.target:g} %"
 
     @property
+    def goal_text(self) -> str:
+        """The target on its split: ``75 % test accuracy``, ``validation loss ≤ 0.35``."""
+        if self.target_metric == target_study.LOSS:
+            return f"{self.split} loss ≤ {self.target:g}"
+        return f"{self.target_text} {self.split} accuracy"
+
+    @property
+    def reached_text(self) -> str:
+        """``the test accuracy reached 75 %``, ``the validation loss fell to 0.35``."""
+        if self.target_metric == target_study.LOSS:
+            return f"the {self.split} loss fell to {self.target:g}"
+        return f"the {self.split} accuracy reached {self.target_text}"
+
+    @property
     def on_validation(self) -> bool:
         """Whether steps to target were counted on a validation split (else on test)."""
         split = self.group.get("eval_split", pd.Series(dtype=object))

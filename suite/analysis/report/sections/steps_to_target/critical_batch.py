@@ -64,7 +64,7 @@ def study_section(
                 near,
                 study.target,
                 f"Critical batch: fitted vs predicted{about}",
-                study.split,
+                study.goal_text,
             ),
             f"Critical batch: fitted to steps to target vs predicted from the noise scale{about}",
             CRITICAL_BATCH_CAPTION,
@@ -131,7 +131,7 @@ def critical_batch(
     near: critical_batch_fit.NearTarget | None,
     target: float,
     title: str,
-    split: str = "test",
+    goal: str = "the target",
 ) -> Figure | None:
     """The LR oracle's steps per batch with the fitted S(B) = S_min + E_min / B and perfect
     scaling; B_crit fitted and B_simple near the target as lines with their intervals as
@@ -181,7 +181,7 @@ def critical_batch(
     draw_knee(ax, knee)
     ax.set_xlim(lo_x, hi_x)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-    ax.set_ylabel(target_label(target, split))
+    ax.set_ylabel(target_label(goal))
     ax.set_title(title)
     return fig
 

@@ -36,7 +36,6 @@ def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Sectio
     """Steps to target per rule and for the LR oracle, each rule's efficiency; their findings."""
     part = Section()
     target = study.target_text
-    split = study.split
     fit = study.fit
     part.plot(
         f"steps_to_target{suffix}",
@@ -48,9 +47,9 @@ def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Sectio
             study.target,
             f"Steps to {target}{about}",
             fit=fit,
-            split=split,
+            goal=study.goal_text,
         ),
-        f"Steps to {target} {split} accuracy vs global batch{about}",
+        f"Steps to {study.goal_text} vs global batch{about}",
         steps_caption(study),
     )
     part.plot(
@@ -77,11 +76,10 @@ def table(study: studies.TargetStudy, about: str) -> render.Table:
 
 def steps_caption(study: studies.TargetStudy) -> str:
     """What the steps-to-target plot draws: how steps are counted, the oracle and the fit."""
-    target = study.target_text
     budget = f"{study.epochs:g}-epoch budget" if study.epochs else "budget"
-    split, fit = study.split, study.fit
+    fit = study.fit
     return (
-        f"Median over seeds of the optimizer steps until the {split} accuracy reached {target}"
+        f"Median over seeds of the optimizer steps until {study.reached_text}"
         + (
             f" (the median of {reach_window(study)} consecutive evaluations, counted at the "
             "middle one)"
@@ -158,7 +156,7 @@ def steps_to_target(
     target: float,
     title: str,
     fit: critical_batch_fit.CriticalFit | None = None,
-    split: str = "test",
+    goal: str = "the target",
 ) -> Figure | None:
     """Seed-median steps to target against global batch (log-log) per rule and for the LR
     oracle, with perfect scaling and the fitted S(B) = S_min + E_min / B; a median that is
@@ -199,7 +197,7 @@ def steps_to_target(
         handles.append(Line2D([], [], color="gray", **NEVER_MARKER))
         labels.append("median never reaches it (half the seeds or more missed)")
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-    ax.set_ylabel(target_label(target, split))
+    ax.set_ylabel(target_label(goal))
     ax.set_title(title)
     return fig
 
@@ -271,15 +269,15 @@ def split_findings(study: studies.TargetStudy) -> list[str]:
 
 
 def oracle_findings(study: studies.TargetStudy) -> list[str]:
-    best, target = study.best, study.target_text
+    best = study.best
     reached = best[np.isfinite(best["steps"])]
     if reached.empty:
-        return [f"No run reached {target} {study.split} accuracy at any global batch."]
+        return [f"No run reached {study.goal_text} at any global batch."]
     lrs = best["lrs"].astype(int)
     counts = f"{lrs.min()}" if lrs.min() == lrs.max() else f"{lrs.min()}–{lrs.max()}"
     sentence = (
         f"LR oracle (at each global batch the fewest seed-median steps over the {counts} "
-        f"distinct peak LRs tried there): {target} {study.split} accuracy in "
+        f"distinct peak LRs tried there): {study.goal_text} in "
         + ", ".join(
             f"{row['steps']:,.0f} steps at {int(row['global_batch'])} (LR {row['peak_lr']:.3g})"
             for _, row in reached.iterrows()

@@ -40,9 +40,9 @@ def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Sectio
             time_to_target_table.fastest_per_workers(study.times),
             study.target,
             f"Time to {target}{about}",
-            study.split,
+            study.goal_text,
         ),
-        f"Time to {target} {study.split} accuracy vs workers{about}",
+        f"Time to {study.goal_text} vs workers{about}",
         f"Steps to {target} at global batch N·b (seed median) × the step time of N workers "
         "of per-worker batch b: training steps only. Filled circles: the step time measured "
         "by this machine's scaling runs (median) with no more worker threads than cores, "
@@ -113,7 +113,7 @@ TIME_SOURCE_LABELS = {
 
 @styled
 def time_to_target(
-    fastest: pd.DataFrame, target: float, title: str, split: str = "test"
+    fastest: pd.DataFrame, target: float, title: str, goal: str = "the target"
 ) -> Figure | None:
     """Time to target against workers, per rule and for the LR oracle, each at the per-worker
     batch that is fastest there; filled: measured step time, hollow: the scaling model's."""
@@ -154,7 +154,7 @@ def time_to_target(
             labels.append(TIME_SOURCE_LABELS[kind])
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     ax.set_xlabel("workers (×b: the per-worker batch of the oracle's point)")
-    ax.set_ylabel(f"time to {100 * target:g} % {split} accuracy (s, log scale)")
+    ax.set_ylabel(f"time to {goal} (s, log scale)")
     ax.set_title(title)
     return fig
 
