@@ -109,3 +109,17 @@ def test_a_profiled_two_rank_run_writes_a_trace_per_rank_and_each_ranks_steps(dp
     assert set(by_rank["rank"]) == {0, 1}
     assert len(by_rank) == 2 * rec["metrics"]["timed_steps"]  # the hook samples every step
     assert (by_rank.groupby("step")["peer_wait_s"].min() == 0).all()
+
+
+@pytest.mark.multiproc
+def test_ddp_timers_read_on_every_step_keep_every_sample(dpsuite, tmp_path):
+    """timing.comm_every=1: each step's sample is read as the next step ends; none of them
+    may be taken for another step's and dropped (all were, before)."""
+    args = [*SMALL, "workers=2", "threads_per_worker=1", "train.epochs=1", "timing.comm_every=1"]
+    assert dpsuite("run", *args, f"results_dir={tmp_path}") == 0
+    run = only_run(tmp_path)
+    m = read_run(run)["metrics"]
+    assert m["comm_timing"] == "ddp_reducer" and m["comm_samples_rejected"] == 0
+    assert m["comm_sampled_steps"] == m["timed_steps"] - 1  # the last step's is never read
+    by_rank = pd.read_csv(run / "steps_by_rank.csv")
+    assert len(by_rank) == 2 * m["comm_sampled_steps"] and by_rank["compute_s"].notna().all()
