@@ -220,6 +220,16 @@ def reference_report(session: nox.Session) -> None:
 
 
 @nox.session
+def reference_archive(session: nox.Session) -> None:
+    """Repack the reference results dpsuite installs (`dpsuite compare --reference`) from the
+    committed results/reference/ (run.json and benchmark files: about 100 kB)."""
+    install_suite(session)  # editable: the archive is written into suite/results/
+    session.run(
+        "python", "-c", "from dpsuite.results.reference import pack; pack('results/reference')"
+    )
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     """pytest-benchmark benchmarks (tests/bench): all-reduce, training steps, sweep overhead."""
     install_suite(session, "[dev]")

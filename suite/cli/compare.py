@@ -4,6 +4,7 @@ hand-off to the comparison report, and the regression gate's exit status."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from dpsuite.analysis.report import compare
@@ -11,6 +12,7 @@ from dpsuite.analysis.report.compare import MAX_SPREAD
 from dpsuite.cli.args import ArgParser, finite
 from dpsuite.cli.report import print_written
 from dpsuite.errors import UserError
+from dpsuite.results import reference
 
 EXIT_REGRESSED = 1  # --fail-below: a ratio below the gate
 EXIT_TOO_NOISY = 3  # --fail-below: a ratio below the gate whose interval is too wide
@@ -24,7 +26,13 @@ def parser() -> ArgParser:
         "machines is paired machine by machine), or the values of --by on each machine. "
         "Throughput of each configuration run on both sides is compared as B / A.",
     )
-    p.add_argument("dirs", nargs="+", metavar="DIR", help="results directories")
+    p.add_argument("dirs", nargs="*", metavar="DIR", help="results directories")
+    p.add_argument(
+        "--reference",
+        action="store_true",
+        help="compare with the reference results that come with dpsuite, as the baseline A "
+        f"(the first directory; {reference.ENV}=DIR reads another results tree instead)",
+    )
     p.add_argument(
         "--by",
         metavar="SETTING",
@@ -62,8 +70,12 @@ def run(args: list[str]) -> int:
     """`dpsuite compare ARGS`: the exit status (0, or the gate's when --fail-below is given)."""
     parsed = parser().parse_args(args)
     _check(parsed)
+    dirs = parsed.dirs
+    if parsed.reference:
+        cache = os.environ.get("DPSUITE_CACHE_DIR", "~/.cache/dpsuite")
+        dirs = [str(reference.reference_dir(cache)), *dirs]
     compared = compare.build_compare(
-        parsed.dirs,
+        dirs,
         parsed.out,
         parsed.fail_below,
         max_spread=parsed.max_spread,
@@ -83,6 +95,8 @@ def run(args: list[str]) -> int:
 
 
 def _check(parsed: argparse.Namespace) -> None:
+    if not parsed.dirs and not parsed.reference:
+        raise UserError("compare needs a results directory (DIR ..., or --reference DIR)")
     if parsed.fail_below is not None and not parsed.fail_below > 0:
         raise UserError(f"--fail-below must be a ratio > 0, got {parsed.fail_below}")
     if not parsed.max_spread > 1:

@@ -142,6 +142,18 @@ class TimingConfig:
     per-step busy time and tail, at the cost of a Python call per bucket."""
     max_recorded_steps: int = field(default=2000, metadata={"ge": 1})
     """steps.csv keeps at most this many rows (evenly sampled)."""
+    max_rank_steps: int = field(default=200, metadata={"ge": 0})
+    """steps_by_rank.csv keeps each rank's own times of at most this many timed steps (evenly
+    sampled; runs with more than one rank; 0: not written)."""
+
+
+@dataclass
+class ProfileConfig:
+    steps: int = field(default=0, metadata={"ge": 0})
+    """Record torch.profiler for this many steps on every rank (0: off): one Chrome/Perfetto
+    trace per rank in <run dir>/profile/, TensorBoard-readable."""
+    start: int | None = field(default=None, metadata={"ge": 0})
+    """The first profiled step (0-based); null: the first step after timing.warmup_steps."""
 
 
 @dataclass
@@ -214,6 +226,8 @@ class RunConfig:
     """How the workload's data is loaded."""
     timing: TimingConfig = field(default_factory=TimingConfig)
     noise_scale: NoiseScaleConfig = field(default_factory=NoiseScaleConfig)
+    profile: ProfileConfig = field(default_factory=ProfileConfig)
+    """torch.profiler traces of a few steady-state steps (off by default)."""
     results_dir: str = "results"
     """Where run directories go (one per run id)."""
     cache_dir: str = "${oc.env:DPSUITE_CACHE_DIR,'~/.cache/dpsuite'}"

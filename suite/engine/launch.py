@@ -272,7 +272,7 @@ def run_rank(
         writer.record = read_json(writer.run_json)
     try:
         with keep_beating(writer):  # an epoch can be longer than a heartbeat's staleness
-            status = train(spec, ranks, device, writer)
+            status = train(spec, ranks, device, writer, run_dir)
     except BaseException as exc:
         if writer is not None:
             # Mark it failed if the disk lets us; a run.json left 'running' reads as stale.

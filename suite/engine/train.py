@@ -15,6 +15,7 @@ import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,8 @@ from dpsuite.measure.flops import known_peak_tflops, training_flops_per_sample, 
 from dpsuite.measure.memory import MemoryProbe
 from dpsuite.measure.noise_scale import NoiseScaleMeter, NoiseScaleProbe, piece_batches
 from dpsuite.measure.probes import Probe, Probes
+from dpsuite.measure.profiler import NOT_PROFILED, ProfilerProbe
+from dpsuite.measure.rank_timeline import RankTimelineProbe
 from dpsuite.measure.step_timer import StepTimeProbe, sample_indices
 from dpsuite.optim.lars import LARS, lars_param_groups
 from dpsuite.optim.lr_rules import RULES, LRPlan
@@ -52,9 +55,16 @@ from dpsuite.workloads import Data, Workload
 from dpsuite.workloads.base import parameter_count
 
 
-def train(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter | None) -> str:
-    """Run the whole training; returns the final status ('complete' or 'diverged')."""
-    run = setup(spec, ranks, device, writer)
+def train(
+    spec: RunSpec,
+    ranks: Ranks,
+    device: torch.device,
+    writer: RunWriter | None,
+    run_dir: Path | None = None,
+) -> str:
+    """Run the whole training; returns the final status ('complete' or 'diverged').
+    ``run_dir``: the run's directory as every rank sees it (profiler traces go there)."""
+    run = setup(spec, ranks, device, writer, run_dir)
     calibrate(run)
     if spec.cfg.train.eval_at_start:
         evaluate_and_record(run, step=0, train_loss=math.nan)
@@ -150,8 +160,9 @@ def evaluate_and_record(run: Run, step: int, train_loss: float) -> bool:
 def finish(run: Run, step: int, status: str, error: str | None) -> None:
     """Measurements (gathered across ranks: every rank calls this), then the run's files."""
     spec, device = run.spec, run.device
-    metrics = run.probes.metrics()
+    metrics = {**NOT_PROFILED, **run.probes.metrics()}
     step_columns = run.probes.step_columns()
+    rank_steps = run.probes.rank_steps()
     metrics.update(
         training_metrics(
             run.log, step, run.target, spec.cfg.train.target_evals, run.workload.target_metric
@@ -169,6 +180,8 @@ def finish(run: Run, step: int, status: str, error: str | None) -> None:
     metrics.update(test_metrics(run, final_model, metrics))
     if run.writer:
         run.writer.write_steps(step_rows(run, step_columns))
+        if rank_steps:
+            run.writer.write_rank_steps(rank_steps)
         if spec.cfg.train.save_params:
             save_params(final_model, run.writer.dir / "params.npz")
         wall = time.perf_counter() - run.wall0
@@ -212,7 +225,13 @@ class Run:
         return self.workload.target_value()
 
 
-def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter | None) -> Run:
+def setup(
+    spec: RunSpec,
+    ranks: Ranks,
+    device: torch.device,
+    writer: RunWriter | None,
+    run_dir: Path | None = None,
+) -> Run:
     wall0 = time.perf_counter()
     cfg = spec.cfg
     torch.set_num_threads(spec.threads_per_worker)
@@ -238,7 +257,7 @@ def setup(spec: RunSpec, ranks: Ranks, device: torch.device, writer: RunWriter |
     if cfg.train.max_steps is not None:
         total_steps = min(total_steps, cfg.train.max_steps)
     plan = lr_plan(spec, epoch_steps, total_steps)
-    probes = build_probes(spec, replicas, strategy, precision, device, ranks)
+    probes = build_probes(spec, replicas, strategy, precision, device, ranks, run_dir)
 
     if writer:
         writer.update(
@@ -360,7 +379,13 @@ def build_replicas(
 
 
 def build_probes(
-    spec: RunSpec, replicas: Replicas, strategy, precision: Precision, device, ranks: Ranks
+    spec: RunSpec,
+    replicas: Replicas,
+    strategy,
+    precision: Precision,
+    device,
+    ranks: Ranks,
+    run_dir: Path | None = None,
 ) -> Probes:
     """The run's probes; the step timer first, so that it brackets the others' work."""
     cfg = spec.cfg
@@ -379,7 +404,22 @@ def build_probes(
     if noise is not None:
         probes.append(noise)
     probes.append(ExposedCommProbe(timer, communicates=comm is not None, data_wait=data_wait))
+    probes.append(RankTimelineProbe(timer, data_wait, comm, cfg.timing.max_rank_steps))
+    profiler = profiler_probe(spec, ranks, device, run_dir)
+    if profiler is not None:  # last: started before, and stopped after, every other probe
+        probes.append(profiler)
     return Probes(probes)
+
+
+def profiler_probe(
+    spec: RunSpec, ranks: Ranks, device: torch.device, run_dir: Path | None
+) -> ProfilerProbe | None:
+    """torch.profiler over ``profile.steps`` steady-state steps, or None when off."""
+    cfg = spec.cfg
+    if not cfg.profile.steps or run_dir is None:
+        return None
+    first = cfg.timing.warmup_steps if cfg.profile.start is None else cfg.profile.start
+    return ProfilerProbe(run_dir, ranks.rank, first, cfg.profile.steps, device)
 
 
 def comm_probe(

@@ -52,7 +52,9 @@ class CommProbe(Probe):
         self.samples: dict[int, tuple[float, float]] = {}  # step -> (comm_s, tail_s) in hooks
         self.rejected = 0
         self._forwards = 0  # DDP iterations with gradient sync so far (the reducer's count)
-        self._described_start_ns = 0  # wall clock at the start of the step the next sample is of
+        # Wall clock at the start of each DDP iteration a sample will be of, by iteration:
+        # with every=1 the next step starts before the previous one's sample is read.
+        self._starts_ns: dict[int, int] = {}
         self._before_calibration = (0, 0)  # (ops issued, hooked calls) when calibration began
         if self.ddp is not None:
             self.ddp._set_ddp_runtime_logging_sample_rate(every)
@@ -72,7 +74,7 @@ class CommProbe(Probe):
         if self.hook_timer is not None:
             self.hook_timer.begin_step()
         elif self.ddp is not None and (self._forwards + 1) % self.every == 0:
-            self._described_start_ns = time.time_ns()
+            self._starts_ns[self._forwards] = time.time_ns()
 
     def on_step_end(self, step: int) -> None:
         self.counter.end_step()
@@ -91,7 +93,8 @@ class CommProbe(Probe):
     def _read_reducer(self, step: int) -> None:
         data = self.ddp._get_ddp_logging_data()  # type: ignore[union-attr]
         start = data.get("backward_compute_time_start", 0)
-        if not self._described_start_ns <= start <= time.time_ns():
+        described = self._starts_ns.pop(self._forwards - 1, None)
+        if described is None or not described <= start <= time.time_ns():
             self.rejected += 1  # not the step we took it for: keep nothing rather than guess
             self.samples[step] = (float("nan"), float("nan"))
             return

@@ -14,6 +14,7 @@ in this order::
     probes.on_eval(row)                 # at each evaluation: add columns to the epochs.csv row
     probes.metrics()                    # at the end, on every rank: run.json metrics (may gather)
     probes.step_columns()               # then: steps.csv columns by step (may gather)
+    probes.rank_steps()                 # then: steps_by_rank.csv rows (may gather)
 
 A probe overrides only the hooks it needs; the others are not called at all, and a probe that is
 not sampling a step returns at once: the unmeasured step costs a few attribute lookups. A probe
@@ -39,7 +40,7 @@ HOOKS = (
     "on_eval",
 )
 # Called on every probe at the end of the run (every rank: they may gather).
-OUTPUTS = ("metrics", "step_columns")
+OUTPUTS = ("metrics", "step_columns", "rank_steps")
 # A method named with a hook's prefix, or with one of the loop's points, must be a hook (the
 # rest of a probe's methods are its own).
 _HOOK_PREFIXES = ("on_", "after_", "before_")
@@ -97,6 +98,10 @@ class Probe:
     def step_columns(self) -> dict[int, dict[str, Any]]:
         """steps.csv columns by timed step, after ``metrics``; on every rank (it may gather)."""
         return {}
+
+    def rank_steps(self) -> list[dict[str, Any]]:
+        """steps_by_rank.csv rows (one per step and rank), last; on every rank (may gather)."""
+        return []
 
 
 def _looks_like_a_hook(name: str) -> bool:
@@ -168,3 +173,7 @@ class Probes:
             for step, columns in probe.step_columns().items():
                 rows.setdefault(step, {}).update(columns)
         return dict(sorted(rows.items()))
+
+    def rank_steps(self) -> list[dict[str, Any]]:
+        """Every probe's steps_by_rank.csv rows."""
+        return [row for probe in self.probes for row in probe.rank_steps()]

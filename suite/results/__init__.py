@@ -13,6 +13,7 @@ from dpsuite.results.load import (
     load_epochs,
     load_input_bench,
     load_steps,
+    rank_steps_of,
     steps_of,
 )
 from dpsuite.results.run_csvs import read_csv_checked
@@ -58,6 +59,7 @@ __all__ = [
     "STATUSES",
     "STEP_COLUMNS",
     "RunWriter",
+    "rank_steps_of",
     "append_csv",
     "config_hash",
     "effective_status",

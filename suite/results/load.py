@@ -38,6 +38,8 @@ from dpsuite.results.store import (
     EPOCH_COLUMNS,
     INPUT_BENCH_CSV,
     INPUT_BENCH_JSON,
+    RANK_STEP_COLUMNS,
+    RANK_STEPS_CSV,
     STEP_COLUMNS,
     effective_status,
     read_json,
@@ -158,6 +160,14 @@ def steps_of(dirs: list[Path]) -> list[Read]:
     """Each run directory's steps.csv (frame and warnings), in one parse."""
     files = [run_dir / "steps.csv" for run_dir in dirs]
     return read_many(files, STEP_COLUMNS, schema.OPTIONAL_STEP_COLUMNS)
+
+
+def rank_steps_of(dirs: list[Path]) -> dict[Path, Read]:
+    """Each run directory's steps_by_rank.csv (each rank's own step times), in one parse; runs
+    without one (one rank, or written before it was recorded) are left out."""
+    files = [d / RANK_STEPS_CSV for d in dirs if (d / RANK_STEPS_CSV).is_file()]
+    reads = read_many(files, RANK_STEP_COLUMNS)
+    return {file.parent: read for file, read in zip(files, reads, strict=True)}
 
 
 def load_epochs(path: str | Path) -> pd.DataFrame:

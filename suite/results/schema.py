@@ -214,6 +214,18 @@ METRICS = (
         "float",
         "a rank's memory as estimated before the run (see docs/running.md); null: not estimated",
     ),
+    Field(
+        "profiled_steps",
+        "",
+        "str",
+        "the steps torch.profiler recorded (profile.steps), first-last; null: not profiled",
+    ),
+    Field(
+        "profile_dir",
+        "",
+        "str",
+        "the profiler traces' folder in the run directory (one trace per rank); null: none",
+    ),
     Field("steps", "count", "int", "optimizer steps taken"),
     Field("final_train_loss", "", "float", "mean training loss before the last evaluation"),
     Field("final_eval_loss", "", "float", "eval loss at the last evaluation"),
@@ -404,6 +416,34 @@ STEPS = (
         "comm_wait_s", "s", "float", "time the step waited for communication (empty: not sampled)"
     ),
     Field("lr", "", "float", "the step's LR"),
+)
+
+# steps_by_rank.csv: each rank's own times of a bounded sample of timed steps (runs with more
+# than one rank; on steps with a communication sample where communication is sampled).
+STEPS_BY_RANK = (
+    Field("step", "count", "int", "optimizer step (0-based)"),
+    Field("rank", "count", "int", "the rank"),
+    Field("step_time_s", "s", "float", "the step's time on this rank"),
+    Field("data_wait_s", "s", "float", "time this rank was blocked on its batch"),
+    Field(
+        "compute_s",
+        "s",
+        "float",
+        "this rank's own work: step_time_s - data_wait_s - comm_wait_s (empty: not sampled)",
+    ),
+    Field("comm_s", "s", "float", "this rank's communication in flight (empty: not sampled)"),
+    Field(
+        "comm_wait_s",
+        "s",
+        "float",
+        "time this rank waited for communication after its last gradient (empty: not sampled)",
+    ),
+    Field(
+        "peer_wait_s",
+        "s",
+        "float",
+        "comm_wait_s minus the step's least comm_wait_s over ranks: the wait for slower ranks",
+    ),
 )
 
 # comm_bench.json of a `dpsuite comm-bench` result (RESULTS_DIR/comm_bench/<bench_id>/).
@@ -628,6 +668,7 @@ SECTIONS = (
     ("run.json hardware", HARDWARE),
     ("epochs.csv", EPOCHS),
     ("steps.csv", STEPS),
+    ("steps_by_rank.csv", STEPS_BY_RANK),
     ("comm_bench.json", COMM_BENCH_META),
     ("comm_bench.csv", COMM_BENCH_ROWS),
     ("input_bench.json", INPUT_BENCH_META),

@@ -15,6 +15,7 @@ import io
 import json
 import math
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -35,6 +36,9 @@ SCRATCH_DIR = ".dpsuite-tmp"
 STATUSES = ("complete", "failed", "diverged", "running")
 EPOCH_COLUMNS = schema.names(schema.EPOCHS)
 STEP_COLUMNS = schema.names(schema.STEPS)
+RANK_STEP_COLUMNS = schema.names(schema.STEPS_BY_RANK)
+RANK_STEPS_CSV = "steps_by_rank.csv"
+PROFILE_DIR = "profile"  # torch.profiler traces, one per rank (profile.steps)
 
 
 def now_iso() -> str:
@@ -60,6 +64,7 @@ NON_IDENTITY_KEYS = (
     "data.timeout_s",
     "train.save_params",
     "noise_scale",  # measured alongside; the training is the same whether it is on or off
+    "timing.max_rank_steps",  # gathered once the run is over: nothing measured changes
 )
 
 
@@ -90,6 +95,10 @@ def run_identity(config: Mapping[str, Any], workers: int, global_batch: int) -> 
     # Step options at their defaults: runs from before they existed keep their ids.
     if not any((ident.get("step") or {}).values()):
         ident.pop("step", None)
+    # Profiling slows the steps it records (timed steps): part of the id when on, and runs
+    # without it keep their ids.
+    if not (ident.get("profile") or {}).get("steps"):
+        ident.pop("profile", None)
     # Loader settings at their defaults: runs from before they existed keep their ids.
     data = ident.get("data") or {}
     for key, default in LOADER_DEFAULTS.items():
@@ -180,8 +189,9 @@ class RunWriter:
         """Create the directory, reset the CSVs and mark the run as running."""
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            for name in ("epochs.csv", "steps.csv"):
+            for name in ("epochs.csv", "steps.csv", RANK_STEPS_CSV):
                 (self.dir / name).unlink(missing_ok=True)
+            shutil.rmtree(self.dir / PROFILE_DIR, ignore_errors=True)
         except OSError as exc:
             raise ResultsWriteError(self.dir, exc) from None
         self.record = {
@@ -223,6 +233,9 @@ class RunWriter:
 
     def write_steps(self, rows: Iterable[Mapping[str, Any]]) -> None:
         append_csv(self.dir / "steps.csv", STEP_COLUMNS, rows)
+
+    def write_rank_steps(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        append_csv(self.dir / RANK_STEPS_CSV, RANK_STEP_COLUMNS, rows)
 
 
 def append_csv(path: Path, columns: list[str], rows: Iterable[Mapping[str, Any]]) -> None:

@@ -85,6 +85,7 @@ class ResultsTree:
     runs: pd.DataFrame
     epochs: dict[str, pd.DataFrame] = field(default_factory=dict)
     steps: dict[str, pd.DataFrame] = field(default_factory=dict)
+    rank_steps: dict[str, pd.DataFrame] = field(default_factory=dict)  # runs that have one
     comm: pd.DataFrame = field(default_factory=pd.DataFrame)
     inputs: pd.DataFrame = field(default_factory=pd.DataFrame)  # input-bench rows
     warnings: list[str] = field(default_factory=list)
@@ -172,14 +173,20 @@ def synthetic_note(runs: pd.DataFrame) -> str | None:
 
 
 def read_run_csvs(tree: ResultsTree) -> None:
-    """Every run's epochs.csv and steps.csv (each kind in one parse); their warnings become
-    report notes, run by run."""
+    """Every run's epochs.csv and steps.csv (each kind in one parse), and steps_by_rank.csv
+    where a run has one; their warnings become report notes, run by run."""
     dirs = [Path(run_dir) for run_dir in tree.runs["run_dir"]]
     epochs, steps = results.epochs_of(dirs), results.steps_of(dirs)
     for run_id, epoch_read, step_read in zip(tree.runs["run_id"], epochs, steps, strict=True):
         tree.epochs[run_id] = epoch_read.frame.assign(run_id=run_id)
         tree.steps[run_id] = step_read.frame.assign(run_id=run_id)
         tree.warnings.extend([*epoch_read.notes, *step_read.notes])
+    by_rank = results.rank_steps_of(dirs)
+    for run_id, run_dir in zip(tree.runs["run_id"], dirs, strict=True):
+        read = by_rank.get(run_dir)
+        if read is not None and not read.frame.empty:
+            tree.rank_steps[run_id] = read.frame
+        tree.warnings.extend(read.notes if read is not None else [])
 
 
 def machine_label(row: pd.Series) -> str:
