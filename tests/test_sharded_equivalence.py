@@ -85,3 +85,15 @@ def assert_memory_sharded(label: str, sharded: dict, ddp: dict) -> None:
         return
     for part in ("param_mib_per_rank", "grad_mib_per_rank", state):
         assert sharded[part] <= 0.55 * ddp[part], (label, part, sharded[part], ddp[part])
+
+
+def test_lars_sees_whole_norms_through_sharded_parameters(dpsuite, tmp_path):
+    """LARS scales each tensor by its norms: FSDP's shards must give the whole tensor's norms
+    (a shard's own norm moves them by 2.5e-4 in 4 steps here), ZeRO's whole tensors do."""
+    workload = [*WORKLOADS["mnist1d_mlp"], "lr_rule=lars"]
+    ddp = read_params(train(dpsuite, tmp_path / "ddp", workload, []))
+    for label in ("zero1", "fsdp3"):
+        params = read_params(train(dpsuite, tmp_path / label, workload, STRATEGIES[label]))
+        worst = max(float(np.max(np.abs(params[k] - ddp[k]))) for k in ddp)
+        # The norm of a sharded tensor adds its shards' squares in another order: rounding.
+        assert worst <= TOLERANCE, (label, worst)
