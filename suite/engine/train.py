@@ -39,6 +39,7 @@ from dpsuite.measure.comm_timer import CommTimer
 from dpsuite.measure.data_wait import DataWaitProbe
 from dpsuite.measure.flops import known_peak_tflops, training_flops_per_sample, utilization
 from dpsuite.measure.memory import MemoryProbe
+from dpsuite.measure.memory_parts import MemoryPartsProbe
 from dpsuite.measure.noise_scale import NoiseScaleMeter, NoiseScaleProbe, piece_batches
 from dpsuite.measure.probes import Probe, Probes
 from dpsuite.measure.profiler import NOT_PROFILED, ProfilerProbe
@@ -250,14 +251,14 @@ def setup(
     apply_step_options(cfg.step, model, source)
     strategy = sync.build(cfg.sync, device, ranks.world_size if distributed.active() else 1)
     replicas = build_replicas(spec, ranks, model, strategy, source, precision)
-    optimizer = build_optimizer(spec, model)
+    optimizer = build_optimizer(spec, model, strategy)
 
     epoch_steps = steps_per_epoch(source.num_train, spec.global_batch)
     total_steps = epoch_steps * cfg.train.epochs
     if cfg.train.max_steps is not None:
         total_steps = min(total_steps, cfg.train.max_steps)
     plan = lr_plan(spec, epoch_steps, total_steps)
-    probes = build_probes(spec, replicas, strategy, precision, device, ranks, run_dir)
+    probes = build_probes(spec, replicas, strategy, optimizer, precision, device, ranks, run_dir)
 
     if writer:
         writer.update(
@@ -382,6 +383,7 @@ def build_probes(
     spec: RunSpec,
     replicas: Replicas,
     strategy,
+    optimizer: torch.optim.Optimizer,
     precision: Precision,
     device,
     ranks: Ranks,
@@ -399,6 +401,7 @@ def build_probes(
         data_wait,
         *([comm] if comm else []),
         MemoryProbe(device, spec.memory_estimate),
+        MemoryPartsProbe(replicas.model, optimizer, device),
     ]
     noise = noise_scale_probe(spec, replicas, precision, device, ranks)
     if noise is not None:
@@ -465,29 +468,32 @@ def noise_scale_probe(
     return NoiseScaleProbe(meter, recorder, lambda: gradients(model), precision.loss_scale)
 
 
-def build_optimizer(spec: RunSpec, model: nn.Module) -> torch.optim.Optimizer:
-    """Momentum SGD, or LARS for rules that ask for it (the LR is set every step by the plan)."""
+def build_optimizer(
+    spec: RunSpec, model: nn.Module, strategy: sync.SyncStrategy
+) -> torch.optim.Optimizer:
+    """Momentum SGD, or LARS for rules that ask for it (the LR is set every step by the plan),
+    built by the strategy over the wrapped model's parameters (it may shard its state)."""
     opt = spec.cfg.optimizer
     if RULES[spec.cfg.lr_rule.name].optimizer == "lars":
-        return LARS(
-            lars_param_groups(model, opt.weight_decay),
-            lr=spec.base_lr,
-            momentum=opt.momentum,
-            trust_coefficient=spec.cfg.lr_rule.trust_coefficient,
-        )
+        options = {
+            "momentum": opt.momentum,
+            "trust_coefficient": spec.cfg.lr_rule.trust_coefficient,
+        }
+        params = lars_param_groups(model, opt.weight_decay)
+        return strategy.build_optimizer(LARS, params, {"lr": spec.base_lr, **options})
     kernels = {
         "foreach": {"foreach": True},
         "for_loop": {"foreach": False},
         "fused": {"fused": True},
     }
-    return torch.optim.SGD(
-        model.parameters(),
-        lr=spec.base_lr,
-        momentum=opt.momentum,
-        weight_decay=opt.weight_decay,
-        nesterov=opt.nesterov,
+    options = {
+        "lr": spec.base_lr,
+        "momentum": opt.momentum,
+        "weight_decay": opt.weight_decay,
+        "nesterov": opt.nesterov,
         **kernels.get(opt.implementation, {}),
-    )
+    }
+    return strategy.build_optimizer(torch.optim.SGD, list(model.parameters()), options)
 
 
 def eval_steps(epoch_steps: int, epochs: int, per_epoch: int, total_steps: int) -> set[int]:
@@ -503,8 +509,8 @@ def calibrate(run: Run) -> None:
     """The run's own steps timed without communication, all state restored after; the probes
     get their durations."""
     steps = run.spec.cfg.timing.calibration_steps
-    if not distributed.active() or steps == 0:
-        return  # one process: nothing to take out of its steps
+    if not distributed.active() or steps == 0 or not run.strategy.calibrates:
+        return  # one process: nothing to take out of its steps (or no step without it)
     warm = run.spec.cfg.timing.warmup_steps
 
     def plain_step(batch: Any) -> None:

@@ -27,6 +27,14 @@ def trust_ratio(w_norm: float, g_norm: float, eta: float, weight_decay: float) -
     return eta * w_norm / (g_norm + weight_decay * w_norm)
 
 
+def whole_norm(tensor: torch.Tensor) -> float:
+    """The 2-norm of the whole tensor, also of a sharded one (a DTensor: FSDP's parameters and
+    gradients), whose norm is completed across the ranks holding its shards."""
+    norm = tensor.norm()
+    full_tensor = getattr(norm, "full_tensor", None)
+    return float(full_tensor() if callable(full_tensor) else norm)
+
+
 def lars_param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     adapted = [p for p in model.parameters() if p.ndim > 1]
     excluded = [p for p in model.parameters() if p.ndim <= 1]
@@ -65,7 +73,7 @@ class LARS(Optimizer):
                 update = p.grad
                 if group["lars"]:
                     local = trust_ratio(
-                        float(p.norm()), float(update.norm()), group["trust_coefficient"], wd
+                        whole_norm(p), whole_norm(update), group["trust_coefficient"], wd
                     )
                     update = (update + wd * p) * local
                 elif wd:

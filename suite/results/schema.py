@@ -226,6 +226,24 @@ METRICS = (
         "str",
         "the profiler traces' folder in the run directory (one trace per rank); null: none",
     ),
+    Field(
+        "param_mib_per_rank", "MiB", "float", "parameters a rank stores (its shard when sharded)"
+    ),
+    Field("grad_mib_per_rank", "MiB", "float", "gradients a rank stores after backward"),
+    Field(
+        "optimizer_state_mib_per_rank",
+        "MiB",
+        "float",
+        "optimizer state a rank stores (momentum; its share when sharded)",
+    ),
+    Field(
+        "other_peak_mib",
+        "MiB",
+        "float",
+        "the rest of a rank's peak (resident set on CPU, CUDA allocation on GPU): runtime, "
+        "activations, gathered parameters, buffers, data",
+        signed=True,
+    ),
     Field("steps", "count", "int", "optimizer steps taken"),
     Field("final_train_loss", "", "float", "mean training loss before the last evaluation"),
     Field("final_eval_loss", "", "float", "eval loss at the last evaluation"),

@@ -3,24 +3,26 @@
 A strategy is its config (a dataclass: the `sync` config group option of the same name) and a
 class. Per step the loop does::
 
-    loss = forward_backward(net)        # DDP runs the strategy's hook during backward, if any
+    loss = forward_backward(net)        # DDP (or FSDP) runs the strategy's hook in backward
     strategy.sync_gradients(model)      # gradient exchange outside DDP (parameter server)
     optimizer.step()
     strategy.after_step(model)          # parameter exchange after the step (model averaging)
     strategy.counter.end_step()         # file this step's bytes, operations, waiting time
 
-Adding a strategy: its class in a module of its own, and its config (naming the class) with its
-line in the list in `dpsuite.sync.config`.
+The model is wrapped (``wrap``) before the optimizer is built (``build_optimizer``), so that a
+strategy can shard either. Adding a strategy: its class in a module of its own, and its config
+(naming the class) with its line in the list in `dpsuite.sync.config`.
 """
 
 from __future__ import annotations
 
 import time
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.optim import Optimizer
 
 from dpsuite.runtime.host import wait_for_device
 from dpsuite.sync.config import SyncConfig
@@ -47,6 +49,9 @@ class SyncStrategy:
     period: int = 1
     # Whether the synchronized gradient is the workers' average (the noise scale needs it).
     averages_gradients: ClassVar[bool] = True
+    # Whether its steps can be timed with communication switched off (the calibration of
+    # exposed communication); sharded strategies cannot step without their collectives.
+    calibrates: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -62,6 +67,13 @@ class SyncStrategy:
     def wrap(self, model: nn.Module, bucket_cap_mb: float) -> nn.Module:
         """The module the loop runs forward and backward through."""
         return model
+
+    def build_optimizer(
+        self, optimizer_class: type[Optimizer], params: Any, options: dict[str, Any]
+    ) -> Optimizer:
+        """The optimizer over the wrapped model's ``params`` (built after ``wrap``); the loop
+        sets the LR on its ``param_groups`` every step."""
+        return optimizer_class(params, **options)
 
     def comm_hook(self) -> CommHook | None:
         """The DDP communication hook to register on the wrapped model (None: DDP's built-in

@@ -127,6 +127,42 @@ class PowerSGDConfig(SyncConfig):
             )
 
 
+@dataclass
+class Zero1Config(SyncConfig):
+    """ZeRO stage 1: DDP's all-reduce, optimizer state sharded across the ranks."""
+
+    class_path: ClassVar[str] = "dpsuite.sync.zero1:Zero1"
+    name: str = "zero1"
+
+
+# FSDP's wrapping policies (`sync.wrap`): which submodules become units of their own.
+FSDP_WRAPS = ("blocks", "children", "root")
+
+
+@dataclass
+class FSDPConfig(SyncConfig):
+    """Fully sharded data parallel: parameters, gradients and optimizer state sharded."""
+
+    class_path: ClassVar[str] = "dpsuite.sync.fsdp:FSDP"
+    name: str = "fsdp"
+    reshard_after_forward: bool = True
+    """Free the gathered parameters after forward (ZeRO-3); false keeps them to backward
+    (ZeRO-2: one all-gather per step instead of two)."""
+    wrap: str = "blocks"
+    """Units sharded and gathered together: blocks (every repeated block: transformer blocks,
+    residual blocks; else the top-level children), children (the top-level children), root
+    (the whole model as one unit)."""
+
+    @property
+    def label(self) -> str:
+        stage = "ZeRO-3" if self.reshard_after_forward else "ZeRO-2"
+        return f"fsdp ({stage}, wrap {self.wrap})"
+
+    def check(self, workers: int) -> None:
+        if self.wrap not in FSDP_WRAPS:
+            raise ValueError(f"sync.wrap must be one of {', '.join(FSDP_WRAPS)}, got '{self.wrap}'")
+
+
 # name -> config, in the order of the reports (`sync_order`; a new strategy: its line here)
 CONFIGS: dict[str, type[SyncConfig]] = {
     c.name: c
@@ -137,5 +173,7 @@ CONFIGS: dict[str, type[SyncConfig]] = {
         FP16Config,
         BF16Config,
         PowerSGDConfig,
+        Zero1Config,
+        FSDPConfig,
     )
 }

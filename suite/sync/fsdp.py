@@ -1,0 +1,126 @@
+"""Fully sharded data parallel: parameters, gradients and optimizer state sharded across ranks.
+
+Built on ``torch.distributed.fsdp.fully_shard`` over a one-dimensional device mesh of all ranks
+(CPU with gloo, or CUDA). Each unit (``sync.wrap``) keeps 1/n of its parameters per rank,
+all-gathers them before its forward (and again before its backward when
+``sync.reshard_after_forward``: ZeRO-3; off, it keeps them from forward to backward: ZeRO-2),
+and reduce-scatters its gradients, so each rank steps its own shard and keeps only that shard's
+optimizer state. The optimizer steps the sharded parameters (DTensors) as it would whole ones.
+
+Wrapping policy ``blocks`` (the default): every module of a repeated run of blocks, i.e. the
+children of a ``ModuleList`` or ``Sequential`` holding at least two modules of one class that
+have parameters (the transformer blocks of the GPTs, the residual blocks of a ResNet, the
+layers of an MLP); without such a run, each top-level child with parameters. ``children``: each
+top-level child with parameters. ``root``: the whole model as one unit. The root is always a
+unit of its own (the parameters no other unit holds).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import ClassVar
+
+import torch
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor
+
+from dpsuite.sync.base import SyncStrategy
+from dpsuite.sync.config import FSDPConfig
+from dpsuite.sync.hooks import tensor_bytes
+
+
+class FSDP(SyncStrategy):
+    """``fully_shard`` on each unit of the wrapping policy, then on the model (``sync=fsdp``)."""
+
+    Config = FSDPConfig
+    # Its forward all-gathers: no step is free of communication.
+    calibrates: ClassVar[bool] = False
+    # No rank ever holds its whole local gradient (reduce-scattered during backward), which the
+    # noise scale's per-rank method needs.
+    averages_gradients: ClassVar[bool] = False
+
+    def __init__(self, config: FSDPConfig, device: torch.device, world_size: int = 1) -> None:
+        super().__init__(config, device, world_size)
+        self.shell: nn.Module | None = None  # the model's structure on the meta device
+        self.unit_param_bytes: list[tuple[float, int]] = []  # (bytes, all-gathers per step)
+
+    def wrap(self, model: nn.Module, bucket_cap_mb: float) -> nn.Module:
+        """Shards ``model`` in place (its class becomes an FSDP module); returns it."""
+        self.shell = meta_copy(model)
+        mesh = init_device_mesh(self.device.type, (self.world_size,))
+        reshard = self.config.reshard_after_forward
+        units = wrap_units(model, self.config.wrap)
+        # Counted before sharding: fully_shard replaces the parameters it shards.
+        owned: set[int] = set()
+        for unit in units:
+            unit_params = [p for p in unit.parameters() if id(p) not in owned]
+            owned.update(id(p) for p in unit_params)
+            self.unit_param_bytes.append((sum(map(tensor_bytes, unit_params)), 1 + reshard))
+        rest = [p for p in model.parameters() if id(p) not in owned]
+        # The root stays gathered from its forward to its backward: one all-gather.
+        self.unit_param_bytes.append((sum(map(tensor_bytes, rest)), 1))
+        for unit in units:
+            fully_shard(unit, mesh=mesh, reshard_after_forward=reshard)
+        fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+        return model
+
+    def fixed_step_traffic(self, net: nn.Module) -> tuple[float, int]:
+        """Per unit and step: its all-gathers of the parameters and one reduce-scatter of the
+        gradients, each (n-1)/n of the unit's bytes per rank (ring convention)."""
+        share = (self.world_size - 1) / self.world_size
+        units = [(b, g) for b, g in self.unit_param_bytes if b > 0]
+        sent = sum(share * b * (gathers + 1) for b, gathers in units)
+        return sent, sum(gathers + 1 for _, gathers in units)
+
+    def eval_model(self, model: nn.Module) -> nn.Module:
+        """A plain module holding the full parameters (gathered on every rank: each calls this
+        at the same points); training goes on with the shards."""
+        full = {
+            k: v.full_tensor() if isinstance(v, DTensor) else v
+            for k, v in model.state_dict().items()
+        }
+        replica = copy.deepcopy(self.shell).to_empty(device=self.device)
+        with torch.no_grad():
+            replica.load_state_dict(full)
+        return replica
+
+
+def has_params(module: nn.Module) -> bool:
+    return any(True for _ in module.parameters())
+
+
+def repeated_blocks(container: nn.Module) -> list[nn.Module]:
+    """The children of a ModuleList or Sequential when at least two have parameters and those
+    are all of one class; else none."""
+    if not isinstance(container, nn.ModuleList | nn.Sequential):
+        return []
+    kids = [c for c in container.children() if has_params(c)]
+    return kids if len(kids) >= 2 and len({type(c) for c in kids}) == 1 else []
+
+
+def wrap_units(model: nn.Module, policy: str) -> list[nn.Module]:
+    """The submodules sharded as units of their own under ``policy`` (disjoint; root aside)."""
+    if policy == "root":
+        return []
+    units: list[nn.Module] = []
+    if policy == "blocks":
+        inside: set[int] = set()  # modules within a chosen block: not split further
+        for module in model.modules():
+            if id(module) in inside:
+                continue
+            for block in repeated_blocks(module):
+                units.append(block)
+                inside.update(id(m) for m in block.modules())
+    return units or [c for c in model.children() if has_params(c)]
+
+
+def meta_copy(model: nn.Module) -> nn.Module:
+    """``model``'s structure with every parameter and buffer on the meta device (no data)."""
+    memo: dict[int, object] = {
+        id(p): nn.Parameter(torch.empty_like(p, device="meta"), p.requires_grad)
+        for p in model.parameters()
+    }
+    memo.update({id(b): torch.empty_like(b, device="meta") for b in model.buffers()})
+    return copy.deepcopy(model, memo)
