@@ -303,7 +303,7 @@ def add_section(tree: Staged, name: str) -> None:
     tree.write(f"suite/analysis/report/sections/{name}.py", SECTION.format(name=name, rank=rank))
     build_py = "suite/analysis/report/build.py"
     tree.insert(build_py, "    sync,\n)", f"    {name},\n")
-    tree.insert(build_py, ", run_list)\n", f", {name}")
+    tree.insert(build_py, "    run_list,\n)\n# Every plot", f"    {name},\n")
     tree.write(f"tests/test_report_{name}.py", SECTION_TEST.format(name=name))
 
 
