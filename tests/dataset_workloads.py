@@ -23,7 +23,7 @@ from torch import nn
 from torch.utils.data import Dataset, TensorDataset
 
 from dpsuite.workloads import Workload, WorkloadConfig
-from dpsuite.workloads.base import Datasets
+from dpsuite.workloads.base import Data, Datasets
 from dpsuite.workloads.mnist_1d import MNIST1DMLP
 
 
@@ -132,3 +132,25 @@ class Faulty(NpyRegression):
         cut = self.num_train()
         train = Broken(root, range(0 if c.fault == "empty" else cut), c.fault)
         return Datasets(train, NpyDir(root, range(cut, c.num_samples)))
+
+
+class TensorRegression(NpyRegression):
+    """NpyRegression's samples as in-memory tensors: float targets, no classes."""
+
+    def load_data(self) -> Data:
+        datasets = super().load_data()
+        rows = [[ds[i] for i in range(len(ds))] for _, ds in datasets.splits()]
+        (tx, ty), (ex, ey) = [
+            (torch.stack([r["x"] for r in split]), torch.stack([r["y"] for r in split]))
+            for split in rows
+        ]
+        if self.config.fault == "nan_target":
+            ty[3] = float("nan")
+        return Data(tx, ty, ex, ey)
+
+    def batch_loss(self, model: nn.Module, batch) -> torch.Tensor:
+        x, y = batch
+        return nn.functional.mse_loss(model(x).squeeze(-1), y)
+
+    def batch_metrics(self, model: nn.Module, batch):
+        return self.batch_loss(model, batch), None, int(batch[1].shape[0])

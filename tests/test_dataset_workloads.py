@@ -151,3 +151,24 @@ def test_a_loss_target_workload_has_its_steps_to_target_study(dpsuite, tmp_path)
     assert "Steps to test loss ≤ 0.5 vs global batch" in page
     assert "optimizer steps until the test loss fell to 0.5" in page
     assert "loss ≤ 0.5 test accuracy" not in page
+
+
+@pytest.mark.parametrize("fault,status", [("", "complete"), ("nan_target", "failed")])
+def test_in_memory_regression_targets_are_not_class_labels(dpsuite, tmp_path, fault, status):
+    """A workload scored by its loss may hand over float targets as tensors (they were once
+    refused as labels out of range); a NaN among them is still a data bug."""
+    out = tmp_path / "out"
+    args = [
+        "workload=tests.dataset_workloads:TensorRegression",
+        f"workload.data_dir={tmp_path / 'samples'}",
+        f"workload.fault={fault}",
+        "train.max_steps=5",
+        f"results_dir={out}",
+    ]
+    dpsuite("run", *args)
+    rec = read_run(only_run(out))
+    assert rec["status"] == status, rec.get("error")
+    if fault:
+        assert "train targets hold NaN or infinite values" in rec["error"]
+    else:
+        assert rec["data_form"] == "tensors" and rec["metrics"]["final_eval_acc"] is None

@@ -47,9 +47,10 @@ class Data:
     def num_eval(self) -> int:
         return int(self.eval_x.shape[0])
 
-    def problem(self, classes: int) -> str | None:
+    def problem(self, classes: int | None) -> str | None:
         """What is wrong with these tensors (empty split, non-finite input, label out of
-        range), or None when they are fit to train on."""
+        range), or None when they are fit to train on. ``classes``: the targets are class
+        labels in [0, classes); None: any targets (a regression), finite."""
         splits = [("train", self.train_x, self.train_y), ("eval", self.eval_x, self.eval_y)]
         if self.test_x is not None and self.test_y is not None:
             splits.append(("test", self.test_x, self.test_y))
@@ -58,7 +59,10 @@ class Data:
                 return f"{split} split has {x.shape[0]} inputs and {y.shape[0]} targets"
             if x.is_floating_point() and not bool(torch.isfinite(x).all()):
                 return f"{split} inputs hold NaN or infinite values"
-            if y.is_floating_point() or int(y.min()) < 0 or int(y.max()) >= classes:
+            if classes is None:
+                if y.is_floating_point() and not bool(torch.isfinite(y).all()):
+                    return f"{split} targets hold NaN or infinite values"
+            elif y.is_floating_point() or int(y.min()) < 0 or int(y.max()) >= classes:
                 return f"{split} labels are not integers in [0, {classes})"
         return None
 
@@ -84,7 +88,7 @@ class Datasets:
         named = [("train", self.train), ("eval", self.eval)]
         return named + ([("test", self.test)] if self.test is not None else [])
 
-    def problem(self, classes: int) -> str | None:
+    def problem(self, classes: int | None) -> str | None:
         """What is wrong with these datasets before any sample is read (not a Dataset, an
         empty split), or None."""
         for split, ds in self.splits():

@@ -41,7 +41,9 @@ def load_data(workload: Workload, limit_s: float | None = None) -> Data | Datase
             f"workload '{name}': load_data returned a {kind}, not a Data (tensors) or a "
             "Datasets (torch Datasets)"
         )
-    problem = data.problem(workload.classes)
+    # A workload scored by accuracy classifies: its targets are labels. One scored by its
+    # loss (a regression, a language model's validation loss) may have any finite targets.
+    problem = data.problem(workload.classes if workload.target_metric == "eval_acc" else None)
     if problem:
         raise WorkloadError(f"workload '{name}': its data cannot be trained on: {problem}")
     return data
