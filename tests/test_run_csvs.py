@@ -17,7 +17,7 @@ sys.path.insert(0, str(REPO / "tests" / "bench"))
 from readers_tree import write_tree  # noqa: E402
 
 EPOCHS = (results.EPOCH_COLUMNS, list(results.schema.OPTIONAL_EPOCH_COLUMNS))
-STEPS = (results.STEP_COLUMNS, [])
+STEPS = (results.STEP_COLUMNS, list(results.schema.OPTIONAL_STEP_COLUMNS))
 
 # Files a results tree can hold beside clean ones: each must read as it reads alone.
 ODD_FILES = {

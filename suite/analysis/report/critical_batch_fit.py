@@ -87,8 +87,10 @@ def trained_runs(group: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> Traine
     finished = group[group["status"].isin(["complete", "diverged"])]
     keep = finished[(finished["status"] == "complete") & finished["steps_to_target"].notna()]
     rows = []
-    for _, run in keep.iterrows():
-        curve = positive(epochs.get(run["run_id"], pd.DataFrame()).get("grad_noise_scale", ()))
+    empty = pd.DataFrame()
+    # records, not iterrows: the same values (boxed alike) without a Series per run
+    for run in keep.to_dict("records"):
+        curve = positive(epochs.get(run["run_id"], empty).get("grad_noise_scale", ()))
         value = positive_value(run.get("grad_noise_scale.pooled"))
         if math.isnan(value):
             value = positive_value(run.get("grad_noise_scale.mean"))
@@ -97,7 +99,7 @@ def trained_runs(group: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> Traine
         if math.isnan(value):
             continue
         low, high = (stats.nearest_rank(curve, q) for q in BAND)
-        rows.append({**run.to_dict(), "gns": value, "gns_low": low, "gns_high": high})
+        rows.append({**run, "gns": value, "gns_low": low, "gns_high": high})
     return Trained(pd.DataFrame(rows), len(finished) - len(keep), "did not reach the target")
 
 

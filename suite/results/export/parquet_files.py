@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from dpsuite.errors import UserError
@@ -31,12 +32,16 @@ PLAIN_KINDS = {"string", "empty", "boolean", "integer", "floating", "mixed-integ
 
 def per_run_rows(runs: list[ExportRun], which: str) -> pd.DataFrame:
     """Every run's epochs or steps, one frame, each row with its run_id and group."""
-    frames = [
-        getattr(run, which).assign(run_id=run.run_id, group=run.group)
-        for run in runs
-        if not getattr(run, which).empty
-    ]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    kept = [run for run in runs if not getattr(run, which).empty]
+    if not kept:
+        return pd.DataFrame()
+    frame = pd.concat([getattr(run, which) for run in kept], ignore_index=True)
+    # labelled once, not run by run: over thousands of runs each column set costs more
+    lengths = [len(getattr(run, which)) for run in kept]
+    for name in ("run_id", "group"):
+        values = np.array([getattr(run, name) for run in kept], dtype=object)
+        frame[name] = np.repeat(values, lengths)
+    return frame
 
 
 def parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:
