@@ -58,7 +58,8 @@ METHODS = {
 
 def positive(values: pd.Series) -> pd.Series:
     """Finite, positive values only: a non-positive B_simple is estimator noise, not a scale."""
-    values = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype(float)
+    if not (isinstance(values, pd.Series) and values.dtype == np.float64):  # floats: as they are
+        values = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype(float)
     return values[np.isfinite(values) & (values > 0)]
 
 
@@ -451,16 +452,24 @@ def near_target_noise_scale(curve: pd.DataFrame, hit_step: float) -> float:
     need = {"step", "gns_grad_sq", "gns_trace"}
     if curve.empty or not need <= set(curve.columns) or not math.isfinite(hit_step):
         return math.nan
-    rows = curve[(curve["step"] <= hit_step) & curve["gns_grad_sq"].notna()]
-    rows = rows[np.isfinite(rows["gns_grad_sq"]) & np.isfinite(rows["gns_trace"])]
-    windows = rows.drop_duplicates(["gns_grad_sq", "gns_trace"])
-    if windows.empty:
+    # arrays, not frames: this runs once per oracle run, thousands of times in a large tree
+    step, grad_sq, trace = (curve[c].to_numpy(float) for c in ("step", "gns_grad_sq", "gns_trace"))
+    keep = np.flatnonzero((step <= hit_step) & np.isfinite(grad_sq) & np.isfinite(trace))
+    seen: set[tuple[float, float]] = set()
+    windows = []  # each window once, where first seen
+    for i in keep:
+        pair = (grad_sq[i], trace[i])
+        if pair not in seen:
+            seen.add(pair)
+            windows.append(i)
+    if not windows:
         return math.nan
-    near = windows[windows["step"] >= (1 - NEAR_TARGET) * hit_step]
-    if near.empty:
-        near = windows.tail(1)
-    grad_sq, trace = float(near["gns_grad_sq"].sum()), float(near["gns_trace"].sum())
-    return trace / grad_sq if grad_sq > 0 and trace > 0 else math.nan
+    chosen = np.array(windows)
+    near = chosen[step[chosen] >= (1 - NEAR_TARGET) * hit_step]
+    if not len(near):
+        near = chosen[-1:]
+    grad_sq_sum, trace_sum = float(grad_sq[near].sum()), float(trace[near].sum())
+    return trace_sum / grad_sq_sum if grad_sq_sum > 0 and trace_sum > 0 else math.nan
 
 
 @dataclass(frozen=True)
