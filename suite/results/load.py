@@ -150,16 +150,18 @@ def read_runs_csv(
     return [read.frame for read in reads]
 
 
-def epochs_of(dirs: list[Path]) -> list[Read]:
-    """Each run directory's epochs.csv (frame and warnings), in one parse."""
+def epochs_of(dirs: list[Path], labels: Mapping[str, list[str]] | None = None) -> list[Read]:
+    """Each run directory's epochs.csv (frame and warnings), in one parse; ``labels`` as
+    ``run_csvs.read_many`` adds them."""
     files = [run_dir / "epochs.csv" for run_dir in dirs]
-    return read_many(files, EPOCH_COLUMNS, schema.OPTIONAL_EPOCH_COLUMNS)
+    return read_many(files, EPOCH_COLUMNS, schema.OPTIONAL_EPOCH_COLUMNS, labels)
 
 
-def steps_of(dirs: list[Path]) -> list[Read]:
-    """Each run directory's steps.csv (frame and warnings), in one parse."""
+def steps_of(dirs: list[Path], labels: Mapping[str, list[str]] | None = None) -> list[Read]:
+    """Each run directory's steps.csv (frame and warnings), in one parse; ``labels`` as
+    ``run_csvs.read_many`` adds them."""
     files = [run_dir / "steps.csv" for run_dir in dirs]
-    return read_many(files, STEP_COLUMNS, schema.OPTIONAL_STEP_COLUMNS)
+    return read_many(files, STEP_COLUMNS, schema.OPTIONAL_STEP_COLUMNS, labels)
 
 
 def rank_steps_of(dirs: list[Path]) -> dict[Path, Read]:

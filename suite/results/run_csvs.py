@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,10 +88,16 @@ def plain_text(file: Path) -> str | None:
 
 
 def read_many(
-    files: Sequence[Path], columns: list[str], optional: Sequence[str] = ()
+    files: Sequence[Path],
+    columns: list[str],
+    optional: Sequence[str] = (),
+    labels: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Read]:
-    """``read_csv_checked`` of each file, in order, parsing files that share a header at once."""
+    """``read_csv_checked`` of each file, in order, parsing files that share a header at once.
+    ``labels`` (column name: one value per file, e.g. the run ids) become columns after
+    ``columns``, each file's value on each of its rows."""
     optional = list(optional)
+    labels = dict(labels or {})
     reads: list[Read | None] = [None] * len(files)
     by_header: dict[str, list[tuple[int, str]]] = {}
     for i, file in enumerate(files):
@@ -101,19 +107,34 @@ def read_many(
         header, body = text.split("\n", 1)
         by_header.setdefault(header, []).append((i, body))
     for header, members in by_header.items():
-        for i, frame in parse_together(header, [body for _, body in members], columns, optional):
+        bodies = [body for _, body in members]
+        own = {name: [values[i] for i, _ in members] for name, values in labels.items()}
+        for i, frame in parse_together(header, bodies, columns, optional, own):
             if frame is not None:
                 reads[members[i][0]] = Read(frame)
     return [
-        read if read is not None else read_alone(file, columns, optional)
-        for file, read in zip(files, reads, strict=True)
+        read if read is not None else labelled(read_alone(file, columns, optional), labels, i)
+        for i, (file, read) in enumerate(zip(files, reads, strict=True))
     ]
 
 
+def labelled(read: Read, labels: Mapping[str, Sequence[str]], i: int) -> Read:
+    """The read with the ``i``-th file's value of each label as a column."""
+    if labels:
+        read.frame = read.frame.assign(**{name: values[i] for name, values in labels.items()})
+    return read
+
+
 def parse_together(
-    header: str, bodies: list[str], columns: list[str], optional: list[str]
+    header: str,
+    bodies: list[str],
+    columns: list[str],
+    optional: list[str],
+    labels: Mapping[str, list[str]] | None = None,
 ) -> list[tuple[int, pd.DataFrame | None]]:
-    """Each body's frame (None: read it alone), parsed as one CSV under ``header``."""
+    """Each body's frame (None: read it alone), parsed as one CSV under ``header``, with each
+    body's value of each label as a column (set once for all: a column set on each frame
+    costs more than its parse)."""
     alone = [(i, None) for i in range(len(bodies))]
     try:
         raw = pd.read_csv(io.StringIO(header + "\n" + "".join(bodies)), low_memory=False)
@@ -133,6 +154,10 @@ def parse_together(
     frame = raw[columns]
     starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
     exact = exactly_typed(frame, header, bodies, starts, rows)
+    if labels:
+        frame = frame.copy(deep=False)
+        for name, values in labels.items():
+            frame[name] = np.repeat(np.array(values, dtype=object), rows)
     return [
         (i, split_off(frame, start, n) if exact[i] else None)
         for i, (start, n) in enumerate(zip(starts, rows, strict=True))

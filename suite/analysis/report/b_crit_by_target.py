@@ -21,31 +21,54 @@ LOSS_FACTORS = (1.4, 1.3, 1.2, 1.1)  # loss targets: the study's own times these
 TARGET_EVALS_KEY = "config.train.target_evals"
 
 
+Windows = tuple[np.ndarray, np.ndarray]  # each window's median and the step it is counted at
+NO_WINDOWS: Windows = (np.empty(0), np.empty(0))
+
+
+def windows_of(curve: pd.DataFrame, metric: str, evals: int) -> Windows:
+    """The median of each window of ``evals`` consecutive evaluations of ``metric`` (NaN where
+    one is not finite), and the step at each window's middle; the same at every target, so
+    computed once per run."""
+    if curve.empty or metric not in curve or "step" not in curve:
+        return NO_WINDOWS
+    values = curve[metric].to_numpy(float)
+    if evals < 1 or len(values) < evals:
+        return NO_WINDOWS
+    windows = np.lib.stride_tricks.sliding_window_view(values, evals)
+    finite = np.isfinite(windows).all(axis=1)
+    medians = np.full(len(windows), np.nan)
+    medians[finite] = np.median(windows[finite], axis=1)
+    middle = evals - 1 - evals // 2
+    return medians, curve["step"].to_numpy()[middle : middle + len(windows)]
+
+
+def first_hit(windows: Windows, target: float, metric: str) -> float:
+    """The step of the first window whose median reaches ``target``, or NaN."""
+    medians, steps = windows
+    hit = target_study.reaches(medians, target, metric)  # NaN reaches nothing
+    return float(steps[np.argmax(hit)]) if hit.any() else math.nan
+
+
 def hit_step(curve: pd.DataFrame, target: float, metric: str, evals: int) -> float:
     """The step counted as reaching ``target`` on ``metric`` in one run's evaluations, or NaN."""
-    if curve.empty or metric not in curve or "step" not in curve:
-        return math.nan
-    values = curve[metric].to_numpy(float)
-    for end in range(evals, len(values) + 1):
-        window = values[end - evals : end]
-        if (
-            np.isfinite(window).all()
-            and target_study.reaches(np.array([np.median(window)]), target, metric)[0]
-        ):
-            return float(curve["step"].iloc[end - 1 - evals // 2])
-    return math.nan
+    return first_hit(windows_of(curve, metric, evals), target, metric)
+
+
+def run_windows(group: pd.DataFrame, epochs: dict[str, pd.DataFrame], metric: str) -> list[Windows]:
+    """``windows_of`` each run of ``group``, in its order, with the run's own window size."""
+    evals = group.get(TARGET_EVALS_KEY, pd.Series(1, index=group.index)).fillna(1).astype(int)
+    empty = pd.DataFrame()
+    return [
+        windows_of(epochs.get(run_id, empty), metric, int(n))
+        for run_id, n in zip(group["run_id"], evals, strict=True)
+    ]
 
 
 def at_target(
-    group: pd.DataFrame, epochs: dict[str, pd.DataFrame], target: float, metric: str
+    group: pd.DataFrame, windows: list[Windows], target: float, metric: str
 ) -> pd.DataFrame:
-    """``group`` with ``steps_to_target`` recounted at ``target`` from its evaluations."""
-    evals = group.get(TARGET_EVALS_KEY, pd.Series(1, index=group.index)).fillna(1).astype(int)
-    hits = [
-        hit_step(epochs.get(run_id, pd.DataFrame()), target, metric, int(n))
-        for run_id, n in zip(group["run_id"], evals, strict=True)
-    ]
-    return group.assign(steps_to_target=hits)
+    """``group`` with ``steps_to_target`` recounted at ``target`` from its runs' windows."""
+    return group.assign(steps_to_target=[first_hit(w, target, metric) for w in windows])
 
 
 def targets_for(group: pd.DataFrame) -> list[float]:
@@ -65,9 +88,10 @@ def by_target(
     """Per target: the fit's batches, S_min, E_min, B_crit and its interval (and where that
     comes from); NaN where fewer than 3 tuned batches reached the target."""
     metric = target_study.target_of(group)[0]
+    windows = run_windows(group, epochs, metric)
     rows = []
     for target in targets_for(group):
-        fit = fit_choices.fit_group(at_target(group, epochs, target, metric), resamples)
+        fit = fit_choices.fit_group(at_target(group, windows, target, metric), resamples)
         rows.append(
             {
                 "target": target,

@@ -80,7 +80,7 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Writ
         if context.has_runs
         else pd.DataFrame(columns=["machine", *data.RUN_COLUMNS])
     )
-    data.write_summary(summary, out)
+    data.write_summary(summary, out, tree.units if context.has_runs else None)
     report.headline = headline.choose(candidates, tree.runs, PRIORITY)
     if not figs.figures:
         report.headline.append(NO_PLOT)

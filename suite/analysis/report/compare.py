@@ -405,7 +405,8 @@ def build_compare(
     report.figures = figs.figures
     report.warnings = [w for t in trees for w in t.warnings]
     summary = data.summary_frame(runs) if not runs.empty else pd.DataFrame(columns=["machine"])
-    data.write_summary(summary.drop(columns=["source_index"], errors="ignore"), out)
+    units = data.shared_units(trees) if not runs.empty else None
+    data.write_summary(summary.drop(columns=["source_index"], errors="ignore"), out, units)
     render.write(report, out)
     owned.finish(out)
     return Compared(

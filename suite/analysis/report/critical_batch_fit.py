@@ -58,7 +58,8 @@ METHODS = {
 
 def positive(values: pd.Series) -> pd.Series:
     """Finite, positive values only: a non-positive B_simple is estimator noise, not a scale."""
-    values = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype(float)
+    if not (isinstance(values, pd.Series) and values.dtype == np.float64):  # floats: as they are
+        values = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype(float)
     return values[np.isfinite(values) & (values > 0)]
 
 
@@ -87,8 +88,10 @@ def trained_runs(group: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> Traine
     finished = group[group["status"].isin(["complete", "diverged"])]
     keep = finished[(finished["status"] == "complete") & finished["steps_to_target"].notna()]
     rows = []
-    for _, run in keep.iterrows():
-        curve = positive(epochs.get(run["run_id"], pd.DataFrame()).get("grad_noise_scale", ()))
+    empty = pd.DataFrame()
+    # records, not iterrows: the same values (boxed alike) without a Series per run
+    for run in keep.to_dict("records"):
+        curve = positive(epochs.get(run["run_id"], empty).get("grad_noise_scale", ()))
         value = positive_value(run.get("grad_noise_scale.pooled"))
         if math.isnan(value):
             value = positive_value(run.get("grad_noise_scale.mean"))
@@ -97,7 +100,7 @@ def trained_runs(group: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> Traine
         if math.isnan(value):
             continue
         low, high = (stats.nearest_rank(curve, q) for q in BAND)
-        rows.append({**run.to_dict(), "gns": value, "gns_low": low, "gns_high": high})
+        rows.append({**run, "gns": value, "gns_low": low, "gns_high": high})
     return Trained(pd.DataFrame(rows), len(finished) - len(keep), "did not reach the target")
 
 
@@ -449,16 +452,24 @@ def near_target_noise_scale(curve: pd.DataFrame, hit_step: float) -> float:
     need = {"step", "gns_grad_sq", "gns_trace"}
     if curve.empty or not need <= set(curve.columns) or not math.isfinite(hit_step):
         return math.nan
-    rows = curve[(curve["step"] <= hit_step) & curve["gns_grad_sq"].notna()]
-    rows = rows[np.isfinite(rows["gns_grad_sq"]) & np.isfinite(rows["gns_trace"])]
-    windows = rows.drop_duplicates(["gns_grad_sq", "gns_trace"])
-    if windows.empty:
+    # arrays, not frames: this runs once per oracle run, thousands of times in a large tree
+    step, grad_sq, trace = (curve[c].to_numpy(float) for c in ("step", "gns_grad_sq", "gns_trace"))
+    keep = np.flatnonzero((step <= hit_step) & np.isfinite(grad_sq) & np.isfinite(trace))
+    seen: set[tuple[float, float]] = set()
+    windows = []  # each window once, where first seen
+    for i in keep:
+        pair = (grad_sq[i], trace[i])
+        if pair not in seen:
+            seen.add(pair)
+            windows.append(i)
+    if not windows:
         return math.nan
-    near = windows[windows["step"] >= (1 - NEAR_TARGET) * hit_step]
-    if near.empty:
-        near = windows.tail(1)
-    grad_sq, trace = float(near["gns_grad_sq"].sum()), float(near["gns_trace"].sum())
-    return trace / grad_sq if grad_sq > 0 and trace > 0 else math.nan
+    chosen = np.array(windows)
+    near = chosen[step[chosen] >= (1 - NEAR_TARGET) * hit_step]
+    if not len(near):
+        near = chosen[-1:]
+    grad_sq_sum, trace_sum = float(grad_sq[near].sum()), float(trace[near].sum())
+    return trace_sum / grad_sq_sum if grad_sq_sum > 0 and trace_sum > 0 else math.nan
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -89,6 +90,7 @@ class ResultsTree:
     comm: pd.DataFrame = field(default_factory=pd.DataFrame)
     inputs: pd.DataFrame = field(default_factory=pd.DataFrame)  # input-bench rows
     warnings: list[str] = field(default_factory=list)
+    units: dict[str, Any] = field(default_factory=dict)  # the attrs results.load gave the runs
 
 
 def check_results_dir(path: str | Path) -> Path:
@@ -116,8 +118,11 @@ def load_tree(path: str | Path) -> ResultsTree:
         nothing = "no run.json, comm_bench.json or input_bench.json"
         found = f"{len(notes)} left out: {notes[0]}" if notes else nothing
         raise UserError(f"no results to report in {root} ({found})")
+    # Units and meanings ride beside the runs, not in their attrs: pandas deep-copies attrs on
+    # nearly every operation, thousands of times over a large tree.
+    units, runs.attrs = runs.attrs, {}
     runs = tidy_runs(runs)
-    tree = ResultsTree(source=root, runs=runs, comm=tidy_comm(comm), warnings=notes)
+    tree = ResultsTree(source=root, runs=runs, comm=tidy_comm(comm), warnings=notes, units=units)
     if not inputs.empty:
         inputs["machine"] = inputs.apply(machine_label, axis=1)
         tree.inputs = inputs
@@ -176,10 +181,11 @@ def read_run_csvs(tree: ResultsTree) -> None:
     """Every run's epochs.csv and steps.csv (each kind in one parse), and steps_by_rank.csv
     where a run has one; their warnings become report notes, run by run."""
     dirs = [Path(run_dir) for run_dir in tree.runs["run_dir"]]
-    epochs, steps = results.epochs_of(dirs), results.steps_of(dirs)
-    for run_id, epoch_read, step_read in zip(tree.runs["run_id"], epochs, steps, strict=True):
-        tree.epochs[run_id] = epoch_read.frame.assign(run_id=run_id)
-        tree.steps[run_id] = step_read.frame.assign(run_id=run_id)
+    ids = {"run_id": list(tree.runs["run_id"])}
+    epochs, steps = results.epochs_of(dirs, ids), results.steps_of(dirs, ids)
+    for run_id, epoch_read, step_read in zip(ids["run_id"], epochs, steps, strict=True):
+        tree.epochs[run_id] = epoch_read.frame
+        tree.steps[run_id] = step_read.frame
         tree.warnings.extend([*epoch_read.notes, *step_read.notes])
     by_rank = results.rank_steps_of(dirs)
     for run_id, run_dir in zip(tree.runs["run_id"], dirs, strict=True):
@@ -606,9 +612,18 @@ def summary_frame(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[[c for c in first if c in runs.columns] + rest].sort_values("run_id")
 
 
-def write_summary(summary: pd.DataFrame, out: Path) -> None:
+def shared_units(trees: list[ResultsTree]) -> dict[str, Any]:
+    """The units of runs read from several trees: those of every tree when they are all the
+    same, else none (as pandas keeps attrs through a concat)."""
+    if not trees or not all(t.units for t in trees):
+        return {}
+    return trees[0].units if all(t.units == trees[0].units for t in trees[1:]) else {}
+
+
+def write_summary(summary: pd.DataFrame, out: Path, units: dict[str, Any] | None = None) -> None:
     """summary.csv, and summary.parquet beside it where pyarrow is installed (the `parquet`
-    extra): the same frame, with types kept (and each column's unit)."""
+    extra): the same frame, with types kept (and each column's unit: ``units``, the attrs the
+    runs were loaded with, are kept in the file's pandas metadata)."""
     iso = {  # timestamps as run.json writes them (ISO 8601), not pandas' spelling
         c: summary[c].map(lambda t: t.isoformat() if pd.notna(t) else None)
         for c in summary.columns
@@ -621,4 +636,7 @@ def write_summary(summary: pd.DataFrame, out: Path) -> None:
         return
     from dpsuite.results.export.parquet_files import write_frame
 
+    if units:
+        summary = summary.copy(deep=False)
+        summary.attrs = units
     write_frame(summary, out / "summary.parquet")

@@ -142,7 +142,10 @@ def settings_table(group: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame(columns=SETTINGS_COLUMNS)
     rows = []
-    for (setting, batch), grp in runs.groupby(["setting", "global_batch"], sort=True):
+    # only the columns read: a group of a wide frame copies every column
+    read = ["setting", "global_batch", "lr_rule", "lr_exponent", "steps", "peak_lr", "total_steps"]
+    narrow = runs[read]
+    for (setting, batch), grp in narrow.groupby(["setting", "global_batch"], sort=True):
         rows.append(
             {
                 "setting": setting,
@@ -226,7 +229,9 @@ def seed_steps(group: pd.DataFrame) -> dict[tuple[str, int], np.ndarray]:
     runs = finished_runs(group)
     return {
         (setting, int(batch)): grp["steps"].to_numpy(float)
-        for (setting, batch), grp in runs.groupby(["setting", "global_batch"], sort=True)
+        for (setting, batch), grp in runs[["setting", "global_batch", "steps"]].groupby(
+            ["setting", "global_batch"], sort=True
+        )
     }
 
 

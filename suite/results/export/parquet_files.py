@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from dpsuite.errors import UserError
@@ -31,12 +32,31 @@ PLAIN_KINDS = {"string", "empty", "boolean", "integer", "floating", "mixed-integ
 
 def per_run_rows(runs: list[ExportRun], which: str) -> pd.DataFrame:
     """Every run's epochs or steps, one frame, each row with its run_id and group."""
-    frames = [
-        getattr(run, which).assign(run_id=run.run_id, group=run.group)
-        for run in runs
-        if not getattr(run, which).empty
-    ]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    kept = [run for run in runs if not getattr(run, which).empty]
+    if not kept:
+        return pd.DataFrame()
+    frame = joined([getattr(run, which) for run in kept])
+    # labelled once, not run by run: over thousands of runs each column set costs more
+    lengths = [len(getattr(run, which)) for run in kept]
+    for name in ("run_id", "group"):
+        values = np.array([getattr(run, name) for run in kept], dtype=object)
+        frame[name] = np.repeat(values, lengths)
+    return frame
+
+
+def joined(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """``pd.concat(frames, ignore_index=True)``; column by column with numpy where every frame
+    has the same columns of one numeric type each (thousands of small frames: what the runs'
+    CSVs read as), which is several times faster."""
+    columns = list(frames[0].columns)
+    if all(list(f.columns) == columns for f in frames):
+        arrays = {c: [f[c].to_numpy() for f in frames] for c in columns}
+        if all(
+            len({a.dtype for a in parts}) == 1 and parts[0].dtype.kind in "iufb"
+            for parts in arrays.values()
+        ):
+            return pd.DataFrame({c: np.concatenate(parts) for c, parts in arrays.items()})
+    return pd.concat(frames, ignore_index=True)
 
 
 def parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:
