@@ -50,7 +50,7 @@ def expected_prediction() -> str:
 def expected_accuracy_findings() -> list[str]:
     acc = trees.ACCURACY
     return [
-        "Baseline: at global batch 32 the runs reach 91.0 % test accuracy (mean of 2 runs; "
+        "Baseline: at global batch 32 the runs reach 91.0 % test accuracy (median of 2 runs; "
         "standard deviation 1.4 points; 4 more runs under other rules train one of these runs "
         "again (at the base batch every rule gives the base LR) and count once).",
         "`naive` falls more than 1 point below the batch-32 accuracy already at global batch 64; "

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from dpsuite import results
-from dpsuite.analysis.report import scaling_fairness, scaling_validity, stats
+from dpsuite.analysis.report import scaling_fairness, scaling_validity, seed_split, stats
 from dpsuite.errors import UserError
 from dpsuite.optim.lr_rules import RULES
 from dpsuite.results import owned
@@ -501,7 +501,8 @@ def rule_order(rules) -> list[str]:
 
 
 def accuracy_table(conv: pd.DataFrame) -> pd.DataFrame:
-    """Per group, rule and global batch: final accuracy over the completed seeds, and divergence."""
+    """Per group, rule and global batch: final accuracy over the completed seeds (their mean,
+    median (see `seed_split.median`) and each seed's, ``acc_seeds``), and divergence."""
     rows = []
     for (group, rule, batch), grp in conv.groupby(["group", "lr_rule", "global_batch"]):
         done = grp[grp["status"] == "complete"]["final_eval_acc"].dropna()
@@ -511,6 +512,8 @@ def accuracy_table(conv: pd.DataFrame) -> pd.DataFrame:
                 "lr_rule": rule,
                 "global_batch": int(batch),
                 "acc_mean": done.mean() if len(done) else math.nan,
+                "acc_median": seed_split.median(done),
+                "acc_seeds": tuple(float(a) for a in done),
                 "acc_std": done.std(ddof=1) if len(done) > 1 else 0.0,
                 "seeds": len(done),
                 "diverged": int((grp["status"] == "diverged").sum()),
@@ -523,10 +526,10 @@ def accuracy_table(conv: pd.DataFrame) -> pd.DataFrame:
 @dataclass(frozen=True)
 class Baseline:
     batch: int
-    # mean final accuracy (fraction) of the distinct completed runs at the smallest batch
+    # median final accuracy (fraction) of the distinct completed runs at the smallest batch
     acc: float
     std: float
-    runs: int  # distinct runs (trajectories) the mean is over
+    runs: int  # distinct runs (trajectories) the median is over
     shared: int = 0  # further runs that repeated one of those trajectories under another rule
 
 
@@ -552,7 +555,7 @@ def baseline(conv_group: pd.DataFrame) -> Baseline | None:
     if accs.empty:
         return None
     std = float(accs.std(ddof=1)) if len(accs) > 1 else 0.0
-    return Baseline(int(smallest), float(accs.mean()), std, len(accs), len(at) - len(distinct))
+    return Baseline(int(smallest), seed_split.median(accs), std, len(accs), len(at) - len(distinct))
 
 
 def curve_batches(conv_group: pd.DataFrame, most: int = 3) -> list[int]:

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from dpsuite.analysis.report import data, render, studies
+from dpsuite.analysis.report import data, render, seed_split, studies
 from dpsuite.analysis.report.plots import (
     DIVERGED_MARKER,
     accuracy_axis,
@@ -49,12 +49,15 @@ def section(context: studies.Context) -> Section:
         part.extend(study)
     acc = data.accuracy_table(pd.concat([group for _, group in accuracy]))
     table = acc.assign(
-        acc_mean_pct=100 * acc["acc_mean"], acc_std_points=100 * acc["acc_std"]
+        acc_median_pct=100 * acc["acc_median"],
+        acc_mean_pct=100 * acc["acc_mean"],
+        acc_std_points=100 * acc["acc_std"],
     ).sort_values(["group", "lr_rule", "global_batch"])
     cols = [
         "group",
         "lr_rule",
         "global_batch",
+        "acc_median_pct",
         "acc_mean_pct",
         "acc_std_points",
         "seeds",
@@ -303,7 +306,7 @@ def convergence_findings(acc: pd.DataFrame, base: data.Baseline | None) -> list[
         )
     out = [
         f"Baseline: at global batch {base.batch} the runs reach {pct(base.acc)} test accuracy "
-        f"(mean of {base.runs} run{'s' if base.runs > 1 else ''}{spread})."
+        f"(median of {base.runs} run{'s' if base.runs > 1 else ''}{spread})."
     ]
     for rule in data.rule_order(acc["lr_rule"]):
         rows = scaled_rows(acc, rule, base)
@@ -313,11 +316,12 @@ def convergence_findings(acc: pd.DataFrame, base: data.Baseline | None) -> list[
 
 
 def holds_baseline(rows: pd.DataFrame, base: data.Baseline) -> list[bool]:
-    """Per row of an accuracy table: no run diverged and the mean is within 1 point of base."""
+    """Per row of an accuracy table: no run diverged and the seeds' median (`seed_split.median`)
+    is within 1 point of base."""
     return [
         r["diverged"] == 0
-        and pd.notna(r["acc_mean"])
-        and r["acc_mean"] >= base.acc - ACCURACY_TOLERANCE
+        and pd.notna(r["acc_median"])
+        and r["acc_median"] >= base.acc - ACCURACY_TOLERANCE
         for _, r in rows.iterrows()
     ]
 
@@ -351,7 +355,7 @@ def rule_finding(rule: str, rows: pd.DataFrame, base: data.Baseline) -> str:
         last = rows.iloc[-1]
         return (
             f"`{rule}` stays within 1 point of the batch-{base.batch} accuracy at every global "
-            f"batch tested, up to {largest} ({pct(last['acc_mean'])})."
+            f"batch tested, up to {largest} ({quoted(last)})."
         )
     first_fail = holds.index(False)
     if first_fail == 0:
@@ -373,11 +377,14 @@ def rule_finding(rule: str, rows: pd.DataFrame, base: data.Baseline) -> str:
             for _, r in diverged.iterrows()
         ]
         tail.append(f"diverges at global batch {', '.join(parts)}")
-    finished = rows[rows["acc_mean"].notna()]
+    finished = rows[rows["acc_median"].notna()]
     beyond = finished[finished["global_batch"] >= batches[first_fail]]
     if not beyond.empty:
         worst = beyond.iloc[-1]
-        tail.append(f"falls to {pct(worst['acc_mean'])} at batch {worst['global_batch']}")
+        tail.append(
+            f"falls to {pct(worst['acc_median'])} at batch {worst['global_batch']}"
+            + seed_split.describe(worst["acc_seeds"])
+        )
     return head + ("; " + " and ".join(tail) if tail else "") + "."
 
 
@@ -417,7 +424,7 @@ def warmup_extension(acc: pd.DataFrame, base: data.Baseline) -> str | None:
     if warm.empty or linear.empty or both.empty:
         return None
     # a rule whose runs all diverged has no mean: count it as no accuracy at all
-    gain = warm.loc[both, "acc_mean"] - linear.loc[both, "acc_mean"].fillna(0.0)
+    gain = warm.loc[both, "acc_median"] - linear.loc[both, "acc_median"].fillna(0.0)
     gain = gain.dropna()
     if gain.empty or gain.max() <= WARMUP_GAIN:
         return (
@@ -431,15 +438,25 @@ def warmup_extension(acc: pd.DataFrame, base: data.Baseline) -> str | None:
         head += f" from batch {l_ok or base.batch} to {w_ok}"
     batch = int(gain.idxmax())
     lin = linear.loc[batch]
-    fate = "diverges" if pd.isna(lin["acc_mean"]) else f"falls to {pct(lin['acc_mean'])}"
     sentence = (
-        f"{head}: at global batch {batch} `linear_warmup` keeps {pct(warm.loc[batch, 'acc_mean'])}"
-        f" where `linear` {fate}"
+        f"{head}: at global batch {batch} `linear_warmup` keeps {quoted(warm.loc[batch])}"
+        f" where `linear` {fate(lin)}"
     )
     later = warm[warm.index > batch]
     if len(later):
         nxt = later.iloc[0]
         if not holds_baseline(later.iloc[:1], base)[0]:
-            end = "diverges" if pd.isna(nxt["acc_mean"]) else f"falls to {pct(nxt['acc_mean'])}"
-            sentence += f", but at {int(later.index[0])} warmup {end} too"
+            sentence += f", but at {int(later.index[0])} warmup {fate(nxt, ' too')}"
     return sentence + "."
+
+
+def quoted(row: pd.Series) -> str:
+    """A setting's accuracy as the report quotes it: its seeds' median, and how they split."""
+    return pct(row["acc_median"]) + seed_split.describe(row["acc_seeds"])
+
+
+def fate(row: pd.Series, also: str = "") -> str:
+    """``diverges`` (no seed completed) or ``falls to 10.0 %`` with how the seeds split."""
+    if pd.isna(row["acc_median"]):
+        return "diverges" + also
+    return f"falls to {pct(row['acc_median'])}{also}" + seed_split.describe(row["acc_seeds"])
