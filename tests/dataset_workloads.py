@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import Dataset, TensorDataset
+from torch.utils.data import Dataset, IterableDataset, TensorDataset
 
 from dpsuite.workloads import Workload, WorkloadConfig
 from dpsuite.workloads.base import Data, Datasets
@@ -154,3 +154,22 @@ class TensorRegression(NpyRegression):
 
     def batch_metrics(self, model: nn.Module, batch):
         return self.batch_loss(model, batch), None, int(batch[1].shape[0])
+
+
+class StreamedSamples(IterableDataset):
+    """NpyDir's samples as a stream (a reader of shards or a socket would look the same)."""
+
+    def __init__(self, files: NpyDir) -> None:
+        self.files = files
+
+    def __iter__(self):
+        return (self.files[i] for i in range(len(self.files)))
+
+
+class NpyStream(NpyRegression):
+    """NpyRegression with its train split as an iterable dataset: dpsuite deals its items over
+    ranks and loader workers and takes num_train() // global batch steps an epoch."""
+
+    def load_data(self) -> Datasets:
+        files = super().load_data()
+        return Datasets(StreamedSamples(files.train), files.eval)

@@ -7,9 +7,14 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.utils.data import BatchSampler, DistributedSampler
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, IterableDataset
 
-from dpsuite.engine.batch_sources import index_batches, one_line, worker_index_batches
+from dpsuite.engine.batch_sources import (
+    DealtItems,
+    index_batches,
+    one_line,
+    worker_index_batches,
+)
 from dpsuite.workloads import batch_tree
 
 
@@ -78,3 +83,23 @@ def test_an_error_from_a_loader_worker_is_its_original_line():
     )
     assert one_line(wrapped) == "ValueError: cannot decode this file"
     assert one_line(RuntimeError("first\nsecond")) == "RuntimeError: first"
+
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        return iter(range(40))
+
+
+@pytest.mark.parametrize("loader_workers", [0, 2])
+def test_a_stream_is_dealt_in_whole_batches_and_in_order(loader_workers):
+    """Rank 1 of 2 takes items 1, 3, 5, ...; its loader workers get whole batches of them, so
+    drop_last drops only the stream's last incomplete batch, and the batches come in order."""
+    loader = DataLoader(
+        DealtItems(Stream(), world=2, rank=1, batch=4),
+        batch_size=4,
+        drop_last=True,
+        num_workers=loader_workers,
+        multiprocessing_context="fork" if loader_workers else None,
+    )
+    got = [b.tolist() for b in loader]
+    assert got == [list(range(1, 40, 2))[k : k + 4] for k in range(0, 20, 4)]

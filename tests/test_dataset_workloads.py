@@ -172,3 +172,20 @@ def test_in_memory_regression_targets_are_not_class_labels(dpsuite, tmp_path, fa
         assert "train targets hold NaN or infinite values" in rec["error"]
     else:
         assert rec["data_form"] == "tensors" and rec["metrics"]["final_eval_acc"] is None
+
+
+def test_an_iterable_train_split_is_dealt_over_ranks_and_loader_workers(dpsuite, tmp_path):
+    out = tmp_path / "out"
+    args = [
+        "workload=tests.dataset_workloads:NpyStream",
+        f"workload.data_dir={tmp_path / 'samples'}",
+        "workers=2",
+        "data.loader_workers=2",
+        "train.epochs=2",
+        f"results_dir={out}",
+    ]
+    assert dpsuite("run", *args) == 0
+    rec = read_run(only_run(out))
+    # 320 train samples, global batch 64: 5 steps an epoch on every rank.
+    assert rec["status"] == "complete" and rec["metrics"]["steps"] == 10
+    assert rec["train_samples"] == 320 and rec["data_form"] == "datasets"

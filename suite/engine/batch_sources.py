@@ -171,17 +171,20 @@ class CheckedSamples(Dataset):
 
 
 class DealtItems(IterableDataset):
-    """An iterable dataset dealt over ranks and loader workers: item i goes to rank i mod N,
-    and within a rank round-robin to its loader workers."""
+    """An iterable dataset dealt over ranks and loader workers: item i goes to rank i mod N;
+    within a rank, whole batches go round-robin to its loader workers (each worker batches
+    what it is given, so a worker must get whole batches, and the loader then hands them out
+    in the stream's order)."""
 
-    def __init__(self, dataset: IterableDataset, world: int, rank: int) -> None:
-        self.dataset, self.world, self.rank = dataset, world, rank
+    def __init__(self, dataset: IterableDataset, world: int, rank: int, batch: int) -> None:
+        self.dataset, self.world, self.rank, self.batch = dataset, world, rank, batch
 
     def __iter__(self) -> Iterator[Any]:
         info = get_worker_info()
         workers, worker = (info.num_workers, info.id) if info else (1, 0)
         for i, item in enumerate(self.dataset):
-            if i % self.world == self.rank and (i // self.world) % workers == worker:
+            mine = i // self.world  # the rank's own count of its items
+            if i % self.world == self.rank and (mine // self.batch) % workers == worker:
                 yield item
 
 
@@ -247,7 +250,8 @@ class LoaderBatches(BatchSource):
         self, train: Dataset, world: int, rank: int, batch: int, seed: int, steps: int
     ) -> Iterator[tuple[int, Any]]:
         if isinstance(train, IterableDataset):
-            loader = self.loader(DealtItems(train, world, rank), "train", batch, drop_last=True)
+            dealt = DealtItems(train, world, rank, batch)
+            loader = self.loader(dealt, "train", batch, drop_last=True)
             sampler = None
         else:
             sampler = DistributedSampler(
@@ -299,7 +303,7 @@ class LoaderBatches(BatchSource):
     def eval_batches(self, split: str, rank: int, world: int, chunk: int) -> Iterator[Any]:
         dataset = {"train": self.data.train, "test": self.data.test}.get(split) or self.data.eval
         if isinstance(dataset, IterableDataset):
-            loader = self.loader(DealtItems(dataset, world, rank), split, chunk)
+            loader = self.loader(DealtItems(dataset, world, rank, chunk), split, chunk)
         else:
             mine = list(range(rank, sized(dataset) or 0, world))
             loader = self.loader(dataset, split, chunk, sampler=mine)
