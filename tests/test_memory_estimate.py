@@ -66,6 +66,42 @@ def test_the_estimate_of_gpt2_xl_counts_weights_gradients_momentum_and_buckets(t
     assert abs(spec.memory_estimate - est.per_rank) < GIB
 
 
+def _gpt2_xl_estimate(tmp_path, sync: str):
+    spec = resolve(
+        compose_config([*GPT2_XL, sync, "checks.memory=false", f"results_dir={tmp_path}"])
+    )
+    return memory_check.run_estimate(spec.cfg, spec.build_workload(), spec.per_worker_batch, 64, 2)
+
+
+@pytest.mark.parametrize(
+    ("sync", "divided", "buckets"),
+    [
+        ("sync=allreduce", (), True),
+        ("sync=zero1", ("optimizer",), True),
+        ("sync=fsdp", ("parameters", "gradients", "optimizer"), False),
+    ],
+)
+def test_a_sharding_strategy_divides_what_it_shards_by_the_workers(
+    tmp_path, sync, divided, buckets
+):
+    est = _gpt2_xl_estimate(tmp_path, sync)
+    weights = 1_557_686_400 * 4
+    for part in ("parameters", "gradients", "optimizer"):
+        assert est.parts[part] == (weights // 2 if part in divided else weights), part
+    assert est.parts["ddp_buckets"] == (weights if buckets else 0)
+
+
+def test_a_model_ddp_cannot_fit_is_refused_for_ddp_and_accepted_for_fsdp(tmp_path, monkeypatch):
+    ddp = _gpt2_xl_estimate(tmp_path / "ddp", "sync=allreduce").total
+    fsdp = _gpt2_xl_estimate(tmp_path / "fsdp", "sync=fsdp").total
+    assert fsdp < ddp
+    monkeypatch.setattr(memory_check, "mem_available", lambda: (ddp + fsdp) // 2)
+    with pytest.raises(UserError, match="this run needs about"):
+        resolve(compose_config([*GPT2_XL, "sync=allreduce", f"results_dir={tmp_path / 'a'}"]))
+    spec = resolve(compose_config([*GPT2_XL, "sync=fsdp", f"results_dir={tmp_path / 'b'}"]))
+    assert spec.memory_estimate * 2 <= (ddp + fsdp) // 2
+
+
 def test_checks_memory_false_starts_a_run_that_does_not_fit(tmp_path, host_of_23_gib):
     spec = resolve(compose_config([*GPT2_XL, "checks.memory=false", f"results_dir={tmp_path}"]))
     assert spec.workers == 2

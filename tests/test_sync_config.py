@@ -58,7 +58,15 @@ def test_sync_sweep_preset_is_a_valid_grid(tmp_path):
         cfg = compose("config", overrides=["+sweep=sync"], return_hydra_config=True)
     params = cfg.hydra.sweeper.params
     axes = {key: str(value).split(",") for key, value in params.items()}
-    assert set(axes["sync"]) == {"allreduce", "param_server", "local_sgd", "fp16", "powersgd"}
+    assert set(axes["sync"]) == {
+        "allreduce",
+        "param_server",
+        "local_sgd",
+        "fp16",
+        "powersgd",
+        "zero1",
+        "fsdp",
+    }
     assert axes["workers"] == ["1", "2", "4"]
     assert len(axes["workload"]) == 1
     ids = set()
@@ -66,7 +74,7 @@ def test_sync_sweep_preset_is_a_valid_grid(tmp_path):
         spec = resolved("+sweep=sync", *point, f"results_dir={tmp_path}")
         assert spec.cfg.mode == "ddp"
         ids.add(spec.run_id)
-    assert len(ids) == 15
+    assert len(ids) == 21
 
 
 @pytest.mark.parametrize("name", list(sync.CONFIGS))

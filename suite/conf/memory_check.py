@@ -8,6 +8,7 @@ from dpsuite.errors import UserError
 from dpsuite.measure.memory_estimate import MemoryEstimate, estimate
 from dpsuite.optim.lr_rules import RULES
 from dpsuite.runtime.host_memory import human_size, mem_available, rank_footprint
+from dpsuite.sync.config import CONFIGS
 from dpsuite.workloads.base import Workload
 
 
@@ -23,16 +24,21 @@ def run_estimate(
     cfg: RunConfig, workload: Workload, per_worker: int, global_batch: int, processes: int
 ) -> MemoryEstimate:
     """The estimate for this run on this host: simulated mode is one process computing the
-    whole global batch; DDP runs ``processes`` ranks of ``per_worker`` samples each."""
+    whole global batch; DDP runs ``processes`` ranks of ``per_worker`` samples each, and a
+    sharding strategy (``zero1``, ``fsdp``) divides what it shards among all ``workers``."""
     simulated = cfg.mode == "simulated"
+    sync = CONFIGS[cfg.sync.name]
+    distributed = not simulated and cfg.workers > 1
     return estimate(
         workload,
         batch=global_batch if simulated else per_worker,
         precision=cfg.precision,
         momentum_buffers=momentum_buffers(cfg),
         ranks=processes,
-        ddp=not simulated and cfg.workers > 1,
+        ddp=distributed and sync.ddp_buckets,
         footprint=rank_footprint(),
+        sharded=sync.sharded_parts if distributed else (),
+        shards=cfg.workers,
     )
 
 

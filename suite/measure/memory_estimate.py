@@ -3,10 +3,15 @@
 Per rank, in bytes: the parameters (count x bytes of the parameter dtype: 8 in fp64, else 4;
 autocast keeps fp32 parameters), their gradients (as many), the optimizer's state (momentum
 SGD and LARS keep one momentum buffer per parameter; SGD without momentum none), DDP's gradient
-buckets (one more copy of the gradients, with more than one rank), the activations at the
+buckets (one more copy of the gradients, with more than one rank and a strategy built on DDP),
+the activations at the
 rank's batch, the workload's data held in memory (none where ``Workload.holds_data_in_memory``
 says its Datasets read samples while training), and the import footprint every rank has before
 its first buffer (``dpsuite.runtime.host_memory.rank_footprint``).
+
+Sharding divides parts among the ranks (each strategy's ``sharded_parts``): ``zero1`` the
+optimizer state, ``fsdp`` parameters, gradients and optimizer state (and, without DDP, no
+buckets). FSDP's briefly gathered unit is not counted: one unit's parameters at a time.
 
 The parameter count comes without allocating the model: a GPT-style workload's config computes
 it from its sizes (``TransformerDims``); any other model is built on the meta device.
@@ -206,11 +211,15 @@ def estimate(
     ranks: int,
     ddp: bool,
     footprint: int,
+    sharded: tuple[str, ...] = (),
+    shards: int = 1,
 ) -> MemoryEstimate:
     """The estimate for ``ranks`` ranks on this host, each training at ``batch`` samples.
 
     ``momentum_buffers``: parameter-sized copies the optimizer keeps; ``ddp``: gradients are
-    also copied into DDP's buckets; ``footprint``: bytes a rank holds before its own buffers.
+    also copied into DDP's buckets; ``footprint``: bytes a rank holds before its own buffers;
+    ``sharded``: the parts (of parameters, gradients, optimizer) each of ``shards`` ranks
+    keeps only its share of.
     """
     count = parameter_count(workload)
     element = 8 if precision == "fp64" else 4
@@ -225,4 +234,6 @@ def estimate(
         "data": data_bytes(workload),
         "import": footprint,
     }
+    for part in sharded:
+        parts[part] = math.ceil(parts[part] / shards)
     return MemoryEstimate(count, parts, ranks, rule)

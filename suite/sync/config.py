@@ -26,6 +26,11 @@ class SyncConfig:
     # (relative to the distance they travelled; 0: the same training, to float64 rounding).
     allreduce_overrides: ClassVar[tuple[str, ...]] = ()
     allreduce_tolerance: ClassVar[float] = 0.0
+    # The parts of a rank's memory (as `dpsuite.measure.memory_estimate` names them) the
+    # strategy divides among the ranks, and whether DDP's gradient buckets are kept: for the
+    # up-front memory check.
+    sharded_parts: ClassVar[tuple[str, ...]] = ()
+    ddp_buckets: ClassVar[bool] = True
 
     name: str = "allreduce"
     """The strategy (a config group choice: `sync=NAME`)."""
@@ -132,6 +137,7 @@ class Zero1Config(SyncConfig):
     """ZeRO stage 1: DDP's all-reduce, optimizer state sharded across the ranks."""
 
     class_path: ClassVar[str] = "dpsuite.sync.zero1:Zero1"
+    sharded_parts: ClassVar[tuple[str, ...]] = ("optimizer",)
     name: str = "zero1"
 
 
@@ -144,6 +150,8 @@ class FSDPConfig(SyncConfig):
     """Fully sharded data parallel: parameters, gradients and optimizer state sharded."""
 
     class_path: ClassVar[str] = "dpsuite.sync.fsdp:FSDP"
+    sharded_parts: ClassVar[tuple[str, ...]] = ("parameters", "gradients", "optimizer")
+    ddp_buckets: ClassVar[bool] = False  # no DDP: gradients are reduce-scattered per unit
     name: str = "fsdp"
     reshard_after_forward: bool = True
     """Free the gathered parameters after forward (ZeRO-3); false keeps them to backward

@@ -3,7 +3,8 @@ table, plots and findings; only when the results hold such runs.
 
 A comparison group is the complete DDP runs of one machine, workload, per-worker batch,
 precision, LR rule and training budget; it is shown when it holds a run of a strategy other than
-all-reduce.
+all-reduce. Where a group holds sharded runs (`zero1`, `fsdp`) beside all-reduce, memory per
+rank by part against throughput (`dpsuite.analysis.report.sharding_memory`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from dpsuite.analysis.report import data, render, studies
+from dpsuite.analysis.report import data, render, sharding_memory, studies
 from dpsuite.analysis.report.plots import log2_axis, plain_log_axis, series_color, styled
 from dpsuite.analysis.report.section import Section
 from dpsuite.analysis.report.text import human_bytes, pct, slug
@@ -98,6 +99,10 @@ def section(context: studies.Context) -> Section:
             "exposed comm: the part of the step it added, where measured.",
         )
     )
+    sharding = sharding_memory.sharding_table(context.tree.runs, SYNC_KEY)
+    if not sharding.empty:
+        part.tables += sharding_memory.tables(sharding)
+        part.findings += sharding_memory.findings(sharding)
     return part
 
 
