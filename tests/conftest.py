@@ -103,6 +103,21 @@ def read_params(run_dir: Path) -> dict[str, np.ndarray]:
         return {k: f[k] for k in f.files}
 
 
+def trained_params(dpsuite, out: Path, *overrides: str) -> dict[str, np.ndarray]:
+    """`dpsuite run ...` into ``out`` (one complete run, train.save_params=true among the
+    overrides): its final parameters."""
+    assert dpsuite("run", *overrides, f"results_dir={out}") == 0
+    run = only_run(out)
+    assert read_run(run)["status"] == "complete"
+    return read_params(run)
+
+
+def max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
+    """The largest absolute difference between two runs' parameters (the same names)."""
+    assert a.keys() == b.keys()
+    return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
+
+
 SLURM_SCRIPT = REPO / "tests" / "cluster" / "slurm.sh"
 
 

@@ -5,10 +5,9 @@ import socket
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
-from tests.conftest import REPO, SMALL, only_run, read_params, read_run
+from tests.conftest import REPO, SMALL, max_diff, only_run, read_params, read_run
 
 RUN = [
     *SMALL,
@@ -18,11 +17,6 @@ RUN = [
     "threads_per_worker=1",
     "seed=2",
 ]
-
-
-def max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
-    assert a.keys() == b.keys()
-    return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.conftest import SMALL, only_run, read_params, read_run, run_subprocess
+from tests.conftest import SMALL, max_diff, only_run, read_run, run_subprocess, trained_params
 
 pytestmark = pytest.mark.multiproc
 
@@ -21,15 +21,7 @@ EXACT = [*SMALL, "precision=fp64", "train.max_steps=40", "train.save_params=true
 
 
 def params(dpsuite, out, *overrides: str) -> dict[str, np.ndarray]:
-    assert dpsuite("run", *EXACT, f"results_dir={out}", *overrides) == 0
-    run = only_run(out)
-    assert read_run(run)["status"] == "complete"
-    return read_params(run)
-
-
-def max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
-    assert a.keys() == b.keys()
-    return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
+    return trained_params(dpsuite, out, *EXACT, *overrides)
 
 
 def test_datasets_train_exactly_like_the_same_tensors_in_memory(dpsuite, tmp_path):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tests.conftest import SMALL, only_run, read_params, read_run
+from tests.conftest import SMALL, max_diff, trained_params
 
 pytestmark = pytest.mark.multiproc
 
@@ -18,16 +18,7 @@ COMMON = [
 
 
 def train_params(dpsuite, tmp_path, name: str, *overrides: str) -> dict[str, np.ndarray]:
-    out = tmp_path / name
-    assert dpsuite("run", *COMMON, f"results_dir={out}", *overrides) == 0
-    run = only_run(out)
-    assert read_run(run)["status"] == "complete"
-    return read_params(run)
-
-
-def max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
-    assert a.keys() == b.keys()
-    return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
+    return trained_params(dpsuite, tmp_path / name, *COMMON, *overrides)
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from dpsuite.engine.replicas import has_batch_dependent_layers, simulated_step
 from dpsuite.optim.precision import Precision
 from dpsuite.runtime import distributed
 from dpsuite.workloads import get_workload
-from tests.conftest import SMALL, only_run, read_params, read_run
+from tests.conftest import SMALL, max_diff, only_run, read_params, read_run
 
 COMMON = [
     *SMALL,
@@ -38,11 +38,6 @@ def init_model(workload: str, params: dict) -> torch.nn.Module:
     """The model every run starts from (seed 5, as in COMMON), in float64."""
     torch.manual_seed(5)
     return get_workload(workload, **params).build_model().double()
-
-
-def max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
-    assert a.keys() == b.keys()
-    return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
 
 
 @pytest.mark.multiproc

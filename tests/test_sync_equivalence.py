@@ -16,7 +16,7 @@ import torch
 from dpsuite.cli.main import main as dpsuite
 from dpsuite.sync import CONFIGS
 from dpsuite.sync.config import FP16_UNIT_ROUNDOFF
-from tests.conftest import SMALL, only_run, read_params, read_run
+from tests.conftest import SMALL, max_diff, only_run, read_params, read_run
 
 pytestmark = pytest.mark.multiproc
 
@@ -48,11 +48,6 @@ def runs(tmp_path_factory):
         return done[name]
 
     return run
-
-
-def max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
-    assert a.keys() == b.keys()
-    return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
 
 
 def metrics(run_dir: Path) -> dict:
