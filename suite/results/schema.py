@@ -464,6 +464,19 @@ STEPS_BY_RANK = (
     ),
 )
 
+# Where and when a benchmark ran: the last fields of every benchmark's metadata.
+BENCH_PROVENANCE = (
+    Field(
+        "hardware",
+        "",
+        "mapping",
+        "the hardware and software fingerprint (as run.json's)",
+        fields=HARDWARE,
+    ),
+    Field("started_at", "", "str", "ISO 8601, UTC"),
+    Field("finished_at", "", "str", "ISO 8601, UTC"),
+)
+
 # comm_bench.json of a `dpsuite comm-bench` result (RESULTS_DIR/comm_bench/<bench_id>/).
 COMM_BENCH_META = (
     Field("schema_version", "", "int", "version of the results schema the file follows"),
@@ -485,15 +498,7 @@ COMM_BENCH_META = (
     Field("threads_per_worker", "count", "int", "compute threads of each rank"),
     Field("errors_total", "count", "int", "wrong values over every row (0: all correct)"),
     Field("config", "", "mapping", "the benchmark's settings as given"),
-    Field(
-        "hardware",
-        "",
-        "mapping",
-        "the hardware and software fingerprint (as run.json's)",
-        fields=HARDWARE,
-    ),
-    Field("started_at", "", "str", "ISO 8601, UTC"),
-    Field("finished_at", "", "str", "ISO 8601, UTC"),
+    *BENCH_PROVENANCE,
 )
 
 # comm_bench.csv: one row per collective and message size.
@@ -542,15 +547,7 @@ INPUT_BENCH_META = (
     Field("threads_per_worker", "count", "int", "compute threads of each rank"),
     Field("rank_processes", "", "str", "how the ranks of a point were run"),
     Field("overrides", "", "list", "the run config overrides the pipeline was built from"),
-    Field(
-        "hardware",
-        "",
-        "mapping",
-        "the hardware and software fingerprint (as run.json's)",
-        fields=HARDWARE,
-    ),
-    Field("started_at", "", "str", "ISO 8601, UTC"),
-    Field("finished_at", "", "str", "ISO 8601, UTC"),
+    *BENCH_PROVENANCE,
 )
 
 # input_bench.csv: one row per rank count and loader_workers value.
