@@ -204,9 +204,11 @@ def test_how_replicas_see_the_pieces(kind, workers, batch_dependent, split, expe
 
 def test_which_strategies_average_the_gradients():
     """Local SGD steps on local gradients and PowerSGD sends a low-rank approximation: neither
-    forms the averaged gradient the estimator needs; the others do (ranks method)."""
+    forms the averaged gradient the estimator needs; nor does FSDP, whose ranks each hold a
+    shard of it. The others do (ranks method), zero1 too (DDP's all-reduce, then a sharded
+    optimizer step)."""
     averaging = {name for name, s in STRATEGIES.items() if s.averages_gradients}
-    assert averaging == {"allreduce", "param_server", "fp16", "bf16"}
+    assert averaging == {"allreduce", "param_server", "fp16", "bf16", "zero1"}
 
 
 @pytest.mark.parametrize(
