@@ -108,10 +108,15 @@ def rank_timeline_plot(medians: dict[str, pd.DataFrame]) -> Figure | None:
     fig, axes = panel_grid(len(runs))
     for ax, (run_id, m) in zip(axes, runs, strict=True):
         left = pd.Series(0.0, index=m.index)
+        # Ranks at numeric positions, labelled: strings would make matplotlib guess (and log).
+        positions = list(range(len(m.index)))
         for i, (column, label) in enumerate(PARTS):
             ms = 1e3 * m[column].fillna(0.0)
-            ax.barh([str(r) for r in m.index], ms, left=left, color=series_color(i), label=label)
+            ax.barh(
+                positions, ms.to_numpy(), left=left.to_numpy(), color=series_color(i), label=label
+            )
             left += ms
+        ax.set_yticks(positions, [str(r) for r in m.index])
         ax.invert_yaxis()
         ax.set_xlabel("median step (ms)")
         ax.set_ylabel("rank")
