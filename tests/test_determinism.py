@@ -42,3 +42,20 @@ def test_simulated_divergence_is_recorded(dpsuite, tmp_path):
 
     rec = json.loads((only_run(tmp_path) / "run.json").read_text())
     assert rec["status"] == "diverged" and rec["mode"] == "simulated"
+
+
+@pytest.mark.parametrize("sync", ["allreduce", "local_sgd"])
+def test_ranks_agree_on_divergence(dpsuite, tmp_path, sync):
+    """All-reduce decides from the parameters every rank shares (no collective), local SGD
+    (whose replicas differ between averagings) from the losses across ranks: either way both
+    ranks stop at the same check, and the run is recorded as diverged."""
+    import json
+
+    args = [*SMALL, "workers=2", f"sync={sync}", "lr_rule=linear", "workload.base_lr=50"]
+    args += ["train.epochs=3", "train.check_every=3", f"results_dir={tmp_path}"]
+    assert dpsuite("run", *args) == 0
+    rec = json.loads((only_run(tmp_path) / "run.json").read_text())
+    assert rec["status"] == "diverged", rec["status"]
+    step = int(rec["error"].split("by step ")[1].split()[0])
+    assert step % 3 == 0 and rec["metrics"]["steps"] == step
+    assert rec["step_protocol"] == 2

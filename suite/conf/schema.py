@@ -42,7 +42,8 @@ class TrainConfig:
     eval_at_start: bool = True
     """Also evaluate the initial model (epoch 0)."""
     check_every: int = field(default=10, metadata={"ge": 1})
-    """Steps between cross-rank loss and divergence checks."""
+    """Steps between divergence checks (no collective where every rank holds the same
+    parameters; the training loss is summed across ranks at evaluations)."""
     stop_at_target: bool = False
     """End the run once it reaches workload.target_acc (the steps-to-target protocol of Shallue
     et al. 2018); the epochs are then its budget."""

@@ -2,7 +2,7 @@
 
 Reads top to bottom: ``setup`` builds what a run works with (its batches, model, replicas,
 optimizer, LR plan, probes); ``calibrate`` times the same steps without communication; then
-``train_step`` (which waits for its batch, then steps), a cross-rank ``check`` and
+``train_step`` (which waits for its batch, then steps), a divergence ``check`` and
 ``evaluate_and_record`` until the steps are done or the loss stops being finite; ``finish``
 writes the metrics. What is measured lives in the probes
 (`dpsuite.measure.probes`); how the replicas average their gradients lives in the replicas
@@ -55,6 +55,13 @@ from dpsuite.sync.traffic import sync_metrics
 from dpsuite.workloads import Data, Workload
 from dpsuite.workloads.base import parameter_count
 
+# How the loop decides divergence (run.json ``step_protocol``; runs before it have none: 1,
+# the ranks' mean loss all-reduced at every check). 2: from the parameters every rank shares,
+# with no collective, where the strategy keeps them identical. A run stops at the same check
+# but where a step's update overflows while its loss was finite (2 stops one check sooner) or
+# fp16's loss scaler skips an overflowing step (2 goes on, as the parameters are untouched).
+STEP_PROTOCOL = 2
+
 
 def train(
     spec: RunSpec,
@@ -93,13 +100,13 @@ def train(
 
 
 def loop_step(run: Run, step: int, batches: Iterator[tuple[int, Any]]) -> tuple[int, bool]:
-    """Step ``step`` as the loop takes it: ``train_step``, then the cross-rank ``check`` when
-    one is due after it. Returns the step's epoch, and False when that check found the
-    training loss non-finite."""
+    """Step ``step`` as the loop takes it: ``train_step``, then the divergence ``check`` when
+    one is due after it. Returns the step's epoch, and False when that check found the run
+    non-finite."""
     epoch = train_step(run, step, batches)
     done = step + 1
     if done % run.spec.cfg.train.check_every == 0 or done in run.evals:
-        return epoch, math.isfinite(check(run, done))
+        return epoch, check(run, done)
     return epoch, True
 
 
@@ -122,12 +129,32 @@ def train_step(run: Run, step: int, batches: Iterator[tuple[int, Any]]) -> int:
     return epoch
 
 
-def check(run: Run, step: int) -> float:
-    """Every rank meets: the mean training loss since the last check (NaN: diverged)."""
-    loss = run.losses.sync()
+def check(run: Run, step: int) -> bool:
+    """Whether the run is still finite, decided alike on every rank (``divergence_flag``)."""
+    finite, loss = divergence_flag(run)
     run.probes.on_check()
     run.reporter.run_step(step, loss)
-    return loss
+    return finite
+
+
+def divergence_flag(run: Run) -> tuple[bool, float]:
+    """(finite, the training loss to show) at a check. Where every rank holds the same
+    parameters after each step, a non-finite loss on any rank has made them non-finite on all
+    (through the averaged gradient): they are read, one value, with no collective, and the
+    loss shown is this rank's. Otherwise (and in one process) the losses decide, summed across
+    ranks when there are several (the ranks meet)."""
+    local, count = run.losses.close_chunk()
+    if not distributed.active():
+        value = local.item()  # one process: its loss is everyone's
+        return math.isfinite(value), value / count if count else 0.0
+    if run.strategy.same_parameters:
+        params = run.replicas.model.parameters()
+        shared = torch.stack([p.detach().sum(dtype=torch.float64) for p in params]).sum()
+        shared, value = torch.stack([shared, local]).tolist()  # the step's one host read
+        return math.isfinite(shared), value / count if count else 0.0
+    total, n = distributed.all_reduce_sum([local.item(), count], run.device)
+    mean = total / n if n else 0.0
+    return math.isfinite(mean), mean
 
 
 def evaluate_and_record(run: Run, step: int, train_loss: float) -> bool:
@@ -263,6 +290,7 @@ def setup(
     if writer:
         writer.update(
             init_digest=digest,
+            step_protocol=STEP_PROTOCOL,
             num_params=parameter_count(model),
             param_numels=[p.numel() for p in model.parameters() if p.requires_grad],
             steps_per_epoch=epoch_steps,
@@ -560,31 +588,46 @@ def evaluate(run: Run, model: nn.Module, split: str) -> tuple[float, float]:
 
 
 class LossTracker:
-    """Sums training losses locally and only talks to other ranks at the loop's checks."""
+    """Training losses kept on the device: summed there at each check, read on the host and
+    summed across ranks only at evaluations (where the ranks meet anyway)."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.pending: list[Tensor] = []  # this rank's losses since the last sync
-        self.window_sum, self.window_n = 0.0, 0.0
+        self.pending: list[Tensor] = []  # this rank's losses since the last check
+        self.chunks: list[Tensor] = []  # per check since the last window: their sum (float64)
+        self.counts: list[float] = []  # and how many
 
     def add(self, loss: Tensor) -> None:
-        # One cheap append per step (no arithmetic, no device sync); summed at the next sync.
+        # One cheap append per step (no arithmetic, no device sync); summed at the next check.
         self.pending.append(loss)
 
-    def sync(self) -> float:
-        """All-reduce what is pending; returns its mean (NaN/Inf when the run diverged)."""
-        local = torch.stack(self.pending).double().sum().item() if self.pending else 0.0
-        total, count = distributed.all_reduce_sum([local, float(len(self.pending))], self.device)
+    def close_chunk(self) -> tuple[Tensor, float]:
+        """Sum what is pending, on the device (no host read): (this rank's sum, how many)."""
+        if self.pending:
+            total = torch.stack(self.pending).double().sum()
+        else:
+            total = torch.zeros((), dtype=torch.float64, device=self.device)
+        count = float(len(self.pending))
         self.pending.clear()
-        self.window_sum += total
-        self.window_n += count
-        return total / count if count else 0.0
+        self.chunks.append(total)
+        self.counts.append(count)
+        return total, count
 
     def take_window(self) -> float:
-        """Mean loss since the last call (global across ranks)."""
-        mean = self.window_sum / self.window_n if self.window_n else float("nan")
-        self.window_sum, self.window_n = 0.0, 0.0
-        return mean
+        """Mean loss since the last call (global across ranks: every rank calls this)."""
+        if self.pending:
+            self.close_chunk()
+        n = len(self.chunks)
+        local = torch.stack(self.chunks).tolist() if n else []
+        totals = distributed.all_reduce_sum(local + self.counts, self.device) if n else []
+        self.chunks.clear()
+        self.counts.clear()
+        # Summed check by check, in order: the same floats as when each check met.
+        window_sum = window_n = 0.0
+        for total, count in zip(totals[:n], totals[n:], strict=True):
+            window_sum += total
+            window_n += count
+        return window_sum / window_n if window_n else float("nan")
 
 
 def target_hit(

@@ -106,7 +106,7 @@ class NoiseScaleMeter:
     A measured step gives one pair (|G_small|^2, |G_big|^2): the mean squared norm of the
     pieces' gradients, and that of the step's (averaged) gradient. Nothing extra crosses the
     network per step: with real workers each rank keeps its local norms and they are summed
-    across ranks as a few scalars when the loop next checks its losses (:meth:`sync`).
+    across ranks as a few scalars at the loop's next evaluation (:meth:`sync`).
     """
 
     def __init__(
@@ -228,13 +228,14 @@ class NoiseScaleProbe(Probe):
             pieces = self.recorder.pieces()
             self.meter.add_pieces(step, pieces, self.gradients(), self.loss_scale())
 
-    def on_check(self) -> None:
-        self.meter.sync()
-
+    # Folded in at evaluations and at the end, where every rank meets anyway: a training step
+    # outside them makes no collective and reads nothing back for the noise scale.
     def on_eval(self, row: dict[str, Any]) -> None:
+        self.meter.sync()
         row.update(self.meter.record_evaluation())
 
     def metrics(self) -> dict[str, Any]:
+        self.meter.sync()
         return {"grad_noise_scale": self.meter.summary()}
 
 

@@ -10,7 +10,7 @@ in this order::
     probes.on_batch_ready(step)         # the batch is here (the wait for data is over)
     probes.on_backward_end(step)        # the averaged gradient is in .grad, no optimizer step yet
     probes.on_step_end(step)            # after the optimizer step (and any parameter exchange)
-    probes.on_check()                   # at each loss check: the ranks meet, small collectives ok
+    probes.on_check()                   # at each divergence check (all ranks, no meeting)
     probes.on_eval(row)                 # at each evaluation: add columns to the epochs.csv row
     probes.metrics()                    # at the end, on every rank: run.json metrics (may gather)
     probes.step_columns()               # then: steps.csv columns by step (may gather)
@@ -86,7 +86,8 @@ class Probe:
         """After the optimizer step."""
 
     def on_check(self) -> None:
-        """At a loss check: every rank is here, so cheap collectives are allowed."""
+        """At a divergence check (every ``train.check_every`` steps, on every rank alike): a
+        collective here is allowed but costs every such step; the suite's probes use none."""
 
     def on_eval(self, row: dict[str, Any]) -> None:
         """At an evaluation: add this probe's columns to ``row``."""

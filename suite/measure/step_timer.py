@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,27 +18,69 @@ from dpsuite.runtime.host import wait_for_device
 
 @dataclass
 class StepTimer:
-    """Times each training step on this rank; the first ``warmup`` steps are not kept."""
+    """Times each training step on this rank; the first ``warmup`` steps are not kept.
+
+    On CPU a step is the wall clock between ``start`` and ``stop``. On CUDA it is the time
+    between two events recorded on the device's stream, so that timing a step never waits for
+    the device: the events are read once they have completed (checked without blocking at
+    each ``stop``) and all at once when ``durations`` is read. While the host runs ahead of the
+    device the time between the events is the device's step time, which is the throughput.
+    """
 
     device: torch.device
     warmup: int = 5
-    durations: list[float] = field(default_factory=list)
     steps: list[int] = field(default_factory=list)
+    _durations: list[float] = field(default_factory=list)
+    _open: deque[tuple[Any, Any]] = field(default_factory=deque)  # CUDA events not yet read
     _seen: int = 0
     _t0: float = 0.0
+    _start_event: Any = None
+
+    @property
+    def on_device(self) -> bool:
+        return self.device.type == "cuda"
 
     def start(self) -> None:
-        wait_for_device(self.device)
-        self._t0 = time.perf_counter()
+        if self.on_device:
+            self._start_event = torch.cuda.Event(enable_timing=True)
+            self._start_event.record()
+        else:
+            wait_for_device(self.device)
+            self._t0 = time.perf_counter()
 
-    def stop(self, step: int) -> float:
+    def stop(self, step: int) -> float | None:
+        """This step's seconds on CPU; on CUDA None (known once its events have completed)."""
+        self._seen += 1
+        if self.on_device:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            if self.last_kept:
+                self.steps.append(step)
+                self._open.append((self._start_event, end))
+            self._read_completed()
+            return None
         wait_for_device(self.device)
         elapsed = time.perf_counter() - self._t0
-        self._seen += 1
         if self.last_kept:
-            self.durations.append(elapsed)
+            self._durations.append(elapsed)
             self.steps.append(step)
         return elapsed
+
+    def _read_completed(self, wait: bool = False) -> None:
+        while self._open and (wait or self._open[0][1].query()):
+            begin, end = self._open.popleft()
+            end.synchronize()  # at once when query() said so
+            self._durations.append(begin.elapsed_time(end) / 1e3)
+
+    @property
+    def durations(self) -> list[float]:
+        """Seconds of each kept step, in the order of ``steps`` (on CUDA: waits for the last)."""
+        self._read_completed(wait=True)
+        return self._durations
+
+    @durations.setter
+    def durations(self, values: list[float]) -> None:
+        self._durations = list(values)
 
     @property
     def last_kept(self) -> bool:

@@ -377,6 +377,14 @@ RUN = (
     Field("progress", "", "mapping", "step and epoch at the last evaluation"),
     Field("wall_time_s", "s", "float", "the run's wall time, setup included"),
     Field("init_digest", "", "str", "SHA-256 of the initial parameters (same on every rank)"),
+    Field(
+        "step_protocol",
+        "",
+        "int",
+        "how the loop decides divergence: 2 from the parameters every rank shares (no"
+        " collective; local SGD, ZeRO-1, FSDP, param_server: the ranks' losses); absent (1):"
+        " the ranks' mean loss, all-reduced at every check",
+    ),
     Field("num_params", "count", "int", "model parameters"),
     Field(
         "param_numels",

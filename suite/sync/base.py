@@ -52,6 +52,9 @@ class SyncStrategy:
     # Whether its steps can be timed with communication switched off (the calibration of
     # exposed communication); sharded strategies cannot step without their collectives.
     calibrates: ClassVar[bool] = True
+    # Whether every rank holds the same whole parameters after every step (the training
+    # loop's divergence check then reads them instead of making the ranks meet).
+    same_parameters: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)

@@ -37,6 +37,7 @@ class FSDP(SyncStrategy):
     Config = FSDPConfig
     # Its forward all-gathers: no step is free of communication.
     calibrates: ClassVar[bool] = False
+    same_parameters: ClassVar[bool] = False  # each rank holds its own shards
     # No rank ever holds its whole local gradient (reduce-scattered during backward), which the
     # noise scale's per-rank method needs.
     averages_gradients: ClassVar[bool] = False

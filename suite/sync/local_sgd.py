@@ -29,6 +29,7 @@ class LocalSGD(SyncStrategy):
 
     Config = LocalSGDConfig
     averages_gradients: ClassVar[bool] = False  # replicas step on their own gradients
+    same_parameters: ClassVar[bool] = False  # they differ between averagings
 
     def __init__(self, config: LocalSGDConfig, device: torch.device, world_size: int = 1) -> None:
         super().__init__(config, device, world_size)

@@ -9,6 +9,8 @@ this is counted as bytes sent, as for every strategy.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -23,6 +25,8 @@ class ParameterServer(SyncStrategy):
 
     Config = ParameterServerConfig
     server_rank = 0
+    # The workers' copies come point to point from the server: the check still meets.
+    same_parameters: ClassVar[bool] = False
 
     def sync_gradients(self, model: nn.Module) -> None:
         params = [p for p in model.parameters() if p.requires_grad]

@@ -26,6 +26,8 @@ class Zero1(AllReduce):
     # Its optimizer step broadcasts the parameters: no step is free of communication, and its
     # state is sharded (saving it for the calibration would gather it).
     calibrates: ClassVar[bool] = False
+    # Each rank steps its own shard and broadcasts it: not counted on to be bit-identical.
+    same_parameters: ClassVar[bool] = False
 
     def build_optimizer(
         self, optimizer_class: type[Optimizer], params: Any, options: dict[str, Any]
