@@ -62,6 +62,7 @@ def test_a_detached_sweep_is_followed_then_resumed_by_the_same_command(tmp_path)
     assert (lost / "run.json").is_file()
 
 
+@pytest.mark.cluster  # the script submit writes is the one the first test submits
 def test_the_written_script_submitted_by_hand_runs_the_sweep(tmp_path):
     out, script = tmp_path / "res", tmp_path / "sweep.sbatch"
     done = dpsuite("sbatch", "--out", str(script), *SWEEP, f"results_dir={out}")
@@ -76,6 +77,7 @@ def test_the_written_script_submitted_by_hand_runs_the_sweep(tmp_path):
     assert "finished, 2 runs: 2 complete" in status(out)
 
 
+@pytest.mark.cluster  # resuming itself is proven by the first test
 def test_a_sweep_whose_job_was_cancelled_says_how_to_resume(tmp_path):
     out = tmp_path / "res"
     long_run = ["workers=1", "train.max_steps=100000", "train.epochs=10000"]
