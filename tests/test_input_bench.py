@@ -98,6 +98,7 @@ def test_a_failing_sample_is_one_line(dpsuite, capsys, tmp_path):
     assert not (tmp_path / "input_bench").exists()
 
 
+@pytest.mark.slow  # 12 s: `nox -s stress`; the Datasets form is measured by default
 def test_in_memory_data_measure_the_index_gather_once_per_rank_count(dpsuite, capsys, tmp_path):
     code = dpsuite(
         "input-bench", "data.loader_workers=0,2", f"results_dir={tmp_path}", "--batches", "3"

@@ -104,6 +104,7 @@ def install(example: Path, tmp_path: Path) -> Path:
 
 
 @pytest.mark.multiproc
+@pytest.mark.slow  # `nox -s stress`: the dataset plugin's test installs and runs one by default
 def test_installed_example_plugin_trains_with_ddp_and_is_reported(tmp_path, with_path):
     with_path(install(EXAMPLE, tmp_path))
 

@@ -185,6 +185,7 @@ def add_strategy(tree: Staged, name: str) -> None:
 
 
 @pytest.mark.multiproc
+@pytest.mark.slow  # 13 s: `nox -s stress`
 def test_a_synchronization_strategy(tmp_path):
     steps, name = add_strategy, "hooked_allreduce"
     tree = follow("A synchronization strategy", 3, steps, name, tmp_path)
@@ -307,6 +308,7 @@ def add_section(tree: Staged, name: str) -> None:
     tree.write(f"tests/test_report_{name}.py", SECTION_TEST.format(name=name))
 
 
+@pytest.mark.slow  # 25 s: `nox -s stress`; the other recipes stay in the default run
 def test_a_report_section(tmp_path):
     name = "run_count"
     tree = follow("A report section", limit=3, steps=add_section, name=name, tmp_path=tmp_path)

@@ -61,6 +61,7 @@ def test_presets_expand_to_their_grids(monkeypatch, tmp_path):
     assert {x.cfg.results_dir for x in conv} == {"results/convergence_budget"}
 
 
+@pytest.mark.slow  # `nox -s stress`: the preset's grid is checked by its config tests
 def test_the_convergence_preset_runs_a_fixed_budget_and_a_steps_to_target_study(
     monkeypatch, tmp_path
 ):
