@@ -62,7 +62,6 @@ def study_section(
                 study.knee,
                 fit,
                 near,
-                study.target,
                 f"Critical batch: fitted vs predicted{about}",
                 study.goal_text,
             ),
@@ -129,7 +128,6 @@ def critical_batch(
     knee: critical_batch_fit.Knee | None,
     fit: critical_batch_fit.CriticalFit | None,
     near: critical_batch_fit.NearTarget | None,
-    target: float,
     title: str,
     goal: str = "the target",
 ) -> Figure | None:

@@ -38,7 +38,6 @@ def study_section(study: studies.TargetStudy, suffix: str, about: str) -> Sectio
         functools.partial(
             time_to_target,
             time_to_target_table.fastest_per_workers(study.times),
-            study.target,
             f"Time to {target}{about}",
             study.goal_text,
         ),
@@ -112,9 +111,7 @@ TIME_SOURCE_LABELS = {
 
 
 @styled
-def time_to_target(
-    fastest: pd.DataFrame, target: float, title: str, goal: str = "the target"
-) -> Figure | None:
+def time_to_target(fastest: pd.DataFrame, title: str, goal: str = "the target") -> Figure | None:
     """Time to target against workers, per rule and for the LR oracle, each at the per-worker
     batch that is fastest there; filled: measured step time, hollow: the scaling model's."""
     if fastest.empty or fastest["workers"].nunique() < 2:
