@@ -144,8 +144,6 @@ class TensorBatches(BatchSource):
 
     def split_tensors(self, split: str) -> tuple[Tensor, Tensor]:
         d = self.data
-        if split == "train":
-            return d.train_x, d.train_y
         if split == "test" and d.test_x is not None and d.test_y is not None:
             return d.test_x, d.test_y
         return d.eval_x, d.eval_y
@@ -301,7 +299,9 @@ class LoaderBatches(BatchSource):
         return self.workload.batch_loss(net, batch)
 
     def eval_batches(self, split: str, rank: int, world: int, chunk: int) -> Iterator[Any]:
-        dataset = {"train": self.data.train, "test": self.data.test}.get(split) or self.data.eval
+        dataset = (
+            self.data.test if split == "test" and self.data.test is not None else self.data.eval
+        )
         if isinstance(dataset, IterableDataset):
             loader = self.loader(DealtItems(dataset, world, rank, chunk), split, chunk)
         else:

@@ -42,7 +42,7 @@ class DataWaitProbe(Probe):
         )
         total = sum(self.step_probe.step_max)
         return {
-            "data_wait_s": median(self.wait_max),
+            "data_wait_s": self.data_wait_s,
             "data_wait_share": min(1.0, sum(self.wait_max) / total) if total > 0 else None,
             "first_batch_s": first_max if first is not None else None,
         }
