@@ -66,8 +66,8 @@ class BatchSource(ABC):
 
     @abstractmethod
     def eval_batches(self, split: str, rank: int, world: int, chunk: int) -> Iterator[Any]:
-        """This rank's share of a split (every world-th sample), in batches of ``chunk``, as
-        the workload's ``batch_metrics`` takes them."""
+        """This rank's share of the eval or test split (every world-th sample), in batches of
+        ``chunk``, as the workload's ``batch_metrics`` takes them."""
 
     @abstractmethod
     def sample_batch(self, n: int) -> Any:
