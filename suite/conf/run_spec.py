@@ -213,22 +213,10 @@ def _batches(batch: dict[str, int | None], workers: int) -> tuple[int, int]:
     return per_worker, per_worker * workers
 
 
-def resolve(
-    cfg: DictConfig,
-    world_size: int | None = None,
-    local_world_size: int | None = None,
-    check_devices: bool = True,
-    check_results_dir: bool = True,
-) -> RunSpec:
-    """Validate ``cfg`` and resolve everything that depends on this machine.
-
-    ``world_size`` is given when the ranks already exist (torchrun, srun): it then decides the
-    number of workers, whatever ``workers`` says. ``check_devices=False`` leaves device checks
-    to the machine the run will start on (a sweep submitted to a cluster from a login node).
-    """
+def _workload_class(c: RunConfig) -> type:
+    """The chosen workload's class, its config checked by the workload itself."""
     from dpsuite.workloads import PluginError, lookup
 
-    c, container = typed_config(cfg)
     try:
         workload_cls = lookup(c.workload.name)
     except PluginError as exc:
@@ -237,7 +225,11 @@ def resolve(
         c.workload.check()
     except (TypeError, ValueError, OSError) as exc:
         raise UserError(f"workload '{c.workload.name}': {exc}") from None
-    workers = world_size if world_size is not None else c.workers
+    return workload_cls
+
+
+def _check_combinations(c: RunConfig, workers: int, world_size: int | None) -> None:
+    """Mode, sync strategy, schedule and warmup that cannot go together."""
     _require(
         not (c.mode == "simulated" and world_size not in (None, 1)),
         "mode=simulated runs in one process: do not start it under torchrun/srun",
@@ -254,36 +246,38 @@ def resolve(
         c.lr_rule.schedule in SCHEDULES,
         f"lr_rule.schedule must be one of {', '.join(SCHEDULES)}, got '{c.lr_rule.schedule}'",
     )
-    per_worker, global_batch = _batches(c.batch, workers)
     _require(
         c.lr_rule.warmup_epochs <= c.train.epochs,
         f"lr_rule.warmup_epochs must be in [0, epochs={c.train.epochs}]",
     )
 
-    local_workers = local_world_size or (1 if c.mode == "simulated" else workers)
-    if check_devices:
-        device = resolve_device(c.device, local_workers, c.mode)
-        backend = resolve_backend(c.backend, device)
-        problem = unsupported(c.precision, device)
-        _require(problem is None, problem or "")
-    else:
-        device, backend = c.device, c.backend
-    processes = 1 if c.mode == "simulated" else local_workers
-    if check_devices and world_size is None and processes > 1:  # this command spawns them
-        check_processes_fit(processes, "workers")
+
+def _device_and_backend(c: RunConfig, local_workers: int, check_devices: bool) -> tuple[str, str]:
+    """The device and backend this host gives the run (as configured when not checked here)."""
+    if not check_devices:
+        return c.device, c.backend
+    device = resolve_device(c.device, local_workers, c.mode)
+    backend = resolve_backend(c.backend, device)
+    problem = unsupported(c.precision, device)
+    _require(problem is None, problem or "")
+    return device, backend
+
+
+def _check_tag_and_results_dir(c: RunConfig, check_results_dir: bool) -> None:
     tag = c.hardware.tag
     _require(
         tag is None or TAG_PATTERN.fullmatch(tag) is not None,
         f"hardware.tag must be a machine name (letters, digits, '_', '.', '+', '-'; up to 64), "
         f"got {tag!r}",
     )
-    threads = c.threads_per_worker or max(1, usable_cores() // processes)
     if check_results_dir:
         check_writable(c.results_dir)
     else:
         _require(bool(c.results_dir.strip()), "results_dir is empty: name a directory")
 
-    workload = workload_cls(c.workload, cache_dir=c.cache_dir)
+
+def _train_samples(c: RunConfig, workload: Any, global_batch: int) -> int:
+    """The training set's size, which must hold at least one global batch."""
     try:
         num_train = workload.num_train()
     except (OSError, ValueError) as exc:
@@ -293,14 +287,13 @@ def resolve(
         f"global batch {global_batch} is larger than the training set ({num_train} samples of "
         f"{c.workload.name}): lower the batch or raise workload.num_samples",
     )
+    return num_train
 
-    # The model's memory on this host (a GPU run keeps it on the device): before any rank starts.
-    estimate = None
-    if check_devices and world_size is None and device == "cpu":
-        estimate = check_memory_fits(c, workload, per_worker, global_batch, processes).per_rank
 
-    identity = run_identity(container, workers, global_batch)
-    label = workload.label()
+def _run_id(
+    c: RunConfig, container: dict[str, Any], label: str, workers: int, global_batch: int
+) -> str:
+    """The run's id: its readable summary and the hash of everything that identifies it."""
     summary = {
         "workload": label,
         "mode": c.mode,
@@ -311,9 +304,47 @@ def resolve(
         "repeat": c.repeat,
         "sync": c.sync.name,
     }
+    return make_run_id(summary, run_identity(container, workers, global_batch))
+
+
+def resolve(
+    cfg: DictConfig,
+    world_size: int | None = None,
+    local_world_size: int | None = None,
+    check_devices: bool = True,
+    check_results_dir: bool = True,
+) -> RunSpec:
+    """Validate ``cfg`` and resolve everything that depends on this machine.
+
+    ``world_size`` is given when the ranks already exist (torchrun, srun): it then decides the
+    number of workers, whatever ``workers`` says. ``check_devices=False`` leaves device checks
+    to the machine the run will start on (a sweep submitted to a cluster from a login node).
+    """
+    c, container = typed_config(cfg)
+    workload_cls = _workload_class(c)
+    workers = world_size if world_size is not None else c.workers
+    _check_combinations(c, workers, world_size)
+    per_worker, global_batch = _batches(c.batch, workers)
+
+    local_workers = local_world_size or (1 if c.mode == "simulated" else workers)
+    device, backend = _device_and_backend(c, local_workers, check_devices)
+    processes = 1 if c.mode == "simulated" else local_workers
+    if check_devices and world_size is None and processes > 1:  # this command spawns them
+        check_processes_fit(processes, "workers")
+    _check_tag_and_results_dir(c, check_results_dir)
+    threads = c.threads_per_worker or max(1, usable_cores() // processes)
+
+    workload = workload_cls(c.workload, cache_dir=c.cache_dir)
+    num_train = _train_samples(c, workload, global_batch)
+    # The model's memory on this host (a GPU run keeps it on the device): before any rank starts.
+    estimate = None
+    if check_devices and world_size is None and device == "cpu":
+        estimate = check_memory_fits(c, workload, per_worker, global_batch, processes).per_rank
+
+    label = workload.label()
     return RunSpec(
         cfg=c,
-        run_id=make_run_id(summary, identity),
+        run_id=_run_id(c, container, label, workers, global_batch),
         workers=workers,
         per_worker_batch=per_worker,
         global_batch=global_batch,

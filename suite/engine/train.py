@@ -267,10 +267,7 @@ def setup(
     precision = Precision.create(cfg.precision, device)
     source = build_source(spec, workload, device, precision)
 
-    # The model: identical on every rank (checked), wrapped by the sync strategy.
-    torch.manual_seed(cfg.seed)
-    model = workload_calls.build_model(workload).to(device=device, dtype=precision.param_dtype)
-    digest = distributed.check_identical_replicas(model)
+    model, digest = build_model(spec, workload, device, precision)
     flops = None
     if writer:  # counted before DDP wraps the model, and only where results are written
         loss_of = loss_under_autocast(source.loss_of, precision)
@@ -288,18 +285,7 @@ def setup(
     probes = build_probes(spec, replicas, strategy, optimizer, precision, device, ranks, run_dir)
 
     if writer:
-        writer.update(
-            init_digest=digest,
-            step_protocol=STEP_PROTOCOL,
-            num_params=parameter_count(model),
-            param_numels=[p.numel() for p in model.parameters() if p.requires_grad],
-            steps_per_epoch=epoch_steps,
-            total_steps=total_steps,
-            train_samples=source.num_train,
-            eval_samples=source.num_eval,
-            synthetic_data=workload.synthetic_data,
-            data_form=source.form,
-        )
+        record_setup(writer, model, digest, source, workload, (epoch_steps, total_steps))
     reporter = progress.current() if writer else progress.Reporter()
     reporter.run_started(spec.run_id, total_steps, epoch_steps)
     return Run(
@@ -321,6 +307,39 @@ def setup(
         flops=flops,
         reporter=reporter,
         wall0=wall0,
+    )
+
+
+def build_model(
+    spec: RunSpec, workload: Workload, device: torch.device, precision: Precision
+) -> tuple[torch.nn.Module, str]:
+    """The workload's model on the device, identical on every rank (checked: its digest)."""
+    torch.manual_seed(spec.cfg.seed)
+    model = workload_calls.build_model(workload).to(device=device, dtype=precision.param_dtype)
+    return model, distributed.check_identical_replicas(model)
+
+
+def record_setup(
+    writer: RunWriter,
+    model: torch.nn.Module,
+    digest: str,
+    source: BatchSource,
+    workload: Workload,
+    steps: tuple[int, int],
+) -> None:
+    """What run.json learns once the model and data are built (``steps``: per epoch, in all)."""
+    epoch_steps, total_steps = steps
+    writer.update(
+        init_digest=digest,
+        step_protocol=STEP_PROTOCOL,
+        num_params=parameter_count(model),
+        param_numels=[p.numel() for p in model.parameters() if p.requires_grad],
+        steps_per_epoch=epoch_steps,
+        total_steps=total_steps,
+        train_samples=source.num_train,
+        eval_samples=source.num_eval,
+        synthetic_data=workload.synthetic_data,
+        data_form=source.form,
     )
 
 

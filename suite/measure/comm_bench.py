@@ -142,6 +142,34 @@ def bandwidths(
 # ---- validation ----------------------------------------------------------------------------
 
 
+def checked_sizes(
+    sizes: str, factor: int, dtype: str, names: tuple[str, ...], workers: int
+) -> list[int]:
+    """The message sizes in bytes: whole elements, and one element per rank where split."""
+    elem = DTYPES[dtype].itemsize
+    parsed = parse_sizes(sizes, factor)
+    for s in parsed:
+        if s < elem or s % elem:
+            raise UserError(f"size {s} bytes is not a positive multiple of {elem} ({dtype})")
+    split = [n for n in names if COLLECTIVES[n].split]
+    if split and min(parsed) < workers * elem:
+        raise UserError(
+            f"size {min(parsed)} bytes is too small for {split[0]} on {workers} ranks: it needs "
+            f"one {dtype} element per rank, at least {workers * elem} bytes"
+        )
+    return parsed
+
+
+def bench_device(backend: str, local: int) -> tuple[str, str]:
+    """The backend and device for ``local`` ranks on this host: one GPU per rank under NCCL."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    backend = resolve_backend(backend, "cuda" if gpus else "cpu")
+    device = "cuda" if backend == "nccl" else "cpu"
+    if device == "cuda" and local > gpus:
+        raise UserError(f"--workers={local} but only {gpus} CUDA device(s): one GPU per rank")
+    return backend, device
+
+
 def resolve(
     workers: int,
     sizes: str,
@@ -177,23 +205,9 @@ def resolve(
         raise UserError(f"--warmup must be an integer >= 0, got {warmup}")
     if iters < 1:
         raise UserError(f"--iters must be an integer >= 1, got {iters}")
-    elem = DTYPES[dtype].itemsize
-    parsed = parse_sizes(sizes, factor)
-    for s in parsed:
-        if s < elem or s % elem:
-            raise UserError(f"size {s} bytes is not a positive multiple of {elem} ({dtype})")
-    split = [n for n in names if COLLECTIVES[n].split]
-    if split and min(parsed) < workers * elem:
-        raise UserError(
-            f"size {min(parsed)} bytes is too small for {split[0]} on {workers} ranks: it needs "
-            f"one {dtype} element per rank, at least {workers * elem} bytes"
-        )
+    parsed = checked_sizes(sizes, factor, dtype, names, workers)
     local = local_world_size or workers
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    backend = resolve_backend(backend, "cuda" if gpus else "cpu")
-    device = "cuda" if backend == "nccl" else "cpu"
-    if device == "cuda" and local > gpus:
-        raise UserError(f"--workers={local} but only {gpus} CUDA device(s): one GPU per rank")
+    backend, device = bench_device(backend, local)
     check_memory(names, parsed, workers, local, device, local_rank)
     check_writable(results_dir)
     return BenchSpec(
