@@ -27,8 +27,14 @@ def test_all_gather_and_reduce_scatter_are_each_half_a_ring_all_reduce():
     for n in (2, 4, 8):
         gather = sharded_cost.all_gather_s(TOP, size, n, GLOO)
         assert gather == pytest.approx((n - 1) * 100e-6 + (n - 1) / n * size / 1e9)
-        assert sharded_cost.reduce_scatter_s(TOP, size, n, GLOO) == pytest.approx(gather)
         assert 2 * gather == pytest.approx(allreduce_cost.ring_s(TOP, size, n))
+        # ProcessGroupGloo reduce-scatters by all-reducing the whole buffer.
+        ring = allreduce_cost.ring_s(TOP, size, n)
+        assert sharded_cost.reduce_scatter_s(TOP, size, n, GLOO) == pytest.approx(ring)
+        nccl = allreduce_cost.Library(backend="nccl")
+        half = sharded_cost.all_gather_s(TOP, size, n, nccl)
+        assert sharded_cost.reduce_scatter_s(TOP, size, n, nccl) == pytest.approx(half)
+        assert half == pytest.approx(allreduce_cost.nccl_s(TOP, size, n, "ring", False) / 2)
     # A broadcast pipelined along the ring: N-1 hops, the whole buffer once.
     assert sharded_cost.broadcast_s(TOP, size, 4, GLOO) == pytest.approx(3e-4 + size / 1e9)
     assert sharded_cost.all_gather_s(TOP, size, 1, GLOO) == 0.0
@@ -61,6 +67,10 @@ UNITS = ((4e6, 2), (4e6, 2), (1e6, 1))  # two blocks resharded, the root last
 
 def gather(size: float) -> float:
     return sharded_cost.all_gather_s(TOP, size, 2, GLOO)
+
+
+def gloo_reduce_scatter(size: float) -> float:
+    return allreduce_cost.ring_s(TOP, size, 2)  # ProcessGroupGloo all-reduces the buffer
 
 
 def test_fsdp_without_compute_to_hide_behind_exposes_every_collective():
@@ -101,7 +111,8 @@ def test_each_strategy_adds_its_collectives_to_the_step():
     broadcasts = sum(sharded_cost.broadcast_s(TOP, b, 2, GLOO) for b in (4e6, 4e6, 1e6))
     assert zero1.exposed_s == pytest.approx(ddp.exposed_s + broadcasts)
     fsdp = model_with(Strategy("fsdp", True, UNITS)).step(2, 32)
-    assert fsdp.exposed_s == pytest.approx(fsdp_schedule.serial(UNITS, gather, gather).comm_s)
+    serial = fsdp_schedule.serial(UNITS, gather, gloo_reduce_scatter)
+    assert fsdp.exposed_s == pytest.approx(serial.comm_s)
     assert model_with(Strategy("fsdp", True, UNITS)).step(1, 32).exposed_s == 0.0
 
 

@@ -20,6 +20,7 @@ input-bound.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -180,8 +181,8 @@ class ScalingModel:
             return Comm()
         if s.name == "zero1":
             return zero1_comm(top, self.tensor_bytes, self.grad_bytes, n, lib)
-        gather = lambda size: sharded_cost.all_gather_s(top, size, n, lib)  # noqa: E731
-        scatter = lambda size: sharded_cost.reduce_scatter_s(top, size, n, lib)  # noqa: E731
+        gather = partial(sharded_cost.all_gather_s, top, n=n, library=lib)
+        scatter = partial(sharded_cost.reduce_scatter_s, top, n=n, library=lib)
         if lib.backend == "gloo" or not self.overlap:
             return fsdp_schedule.serial(s.units, gather, scatter)
         backward = self.compute.backward_s(batch)

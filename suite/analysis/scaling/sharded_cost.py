@@ -6,9 +6,14 @@ A ring all-reduce is a reduce-scatter followed by an all-gather (Patarasuk & Yua
 half its hops and moves (N-1)/N of the buffer per rank:
 
 * alpha-beta (gloo, and a fitted machine): all-gather ``(N-m) alpha + (m-1) alpha_n +
-  (N-1)/N S beta``; reduce-scatter the same plus the reduction ``(N-1)/N S gamma``;
-* NCCL: half the ring all-reduce NCCL's tuning model gives for S (its base latency halved too:
-  a small over-count of the per-call latency is dropped);
+  (N-1)/N S beta`` (gloo's ring allgather);
+* gloo's reduce-scatter is not a ring reduce-scatter: PyTorch's ProcessGroupGloo
+  (``reduce_scatter_tensor_coalesced``, which ``reduce_scatter_tensor`` and FSDP call)
+  all-reduces the whole buffer and keeps its own chunk, so it costs gloo's ring all-reduce of S
+  (twice the hops and bytes of the all-gather; the suite's traffic counter still counts the
+  (N-1)/N of a ring reduce-scatter);
+* NCCL: all-gather and reduce-scatter each half the ring all-reduce NCCL's tuning model gives
+  for S (its base latency halved too: a small part of the per-call latency is dropped);
 * broadcast of S from one rank, pipelined along the ring: ``(N-1)`` hops and S beta, i.e. the
   all-gather of ``S N/(N-1)``.
 """
@@ -39,8 +44,9 @@ def reduce_scatter_s(top: Topology, size: float, n: int, library: Library) -> fl
     """Seconds to reduce-scatter a buffer of ``size`` bytes (each rank keeps ``size / n``)."""
     if n <= 1:
         return 0.0
-    reduction = 0.0 if library.backend == "nccl" else (n - 1) / n * size * top.gamma
-    return all_gather_s(top, size, n, library) + reduction
+    if library.backend == "gloo":
+        return allreduce_cost.ring_s(top, size, n)  # ProcessGroupGloo: an all-reduce
+    return all_gather_s(top, size, n, library)  # NCCL: half its ring all-reduce
 
 
 def broadcast_s(top: Topology, size: float, n: int, library: Library) -> float:
