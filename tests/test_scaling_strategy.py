@@ -140,6 +140,9 @@ def test_predict_results_models_each_strategy_its_runs_recorded(dpsuite, tmp_pat
     out = capsys.readouterr().out
     assert out.count("\n== ") + out.startswith("== ") == 2
     assert "/ fsdp (reshard off)" in out and "all-gather(s) and" in out
+    # The fitted synchronisation term makes the 2-worker validation exact: the model's own
+    # prediction of it is printed beside it.
+    assert out.count("before that fit, its own terms: workers 2 batch 32 predicted") == 2
     assert dpsuite("predict", str(root), "--workers", "1,2", "--sync", "ddp") == 0
     assert "fsdp" not in capsys.readouterr().out
     assert dpsuite("predict", str(root), "--sync", "fsdp", "--out", str(tmp_path / "p")) == 0

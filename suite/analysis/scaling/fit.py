@@ -255,6 +255,8 @@ class Fit:
     workload: str
     model: ScalingModel
     validation: pd.DataFrame
+    # The validation of the model's own terms, before a term was fitted to the same runs.
+    own_terms: pd.DataFrame | None = None
 
     @property
     def label(self) -> str:
