@@ -139,7 +139,7 @@ def test_predict_results_models_each_strategy_its_runs_recorded(dpsuite, tmp_pat
     assert dpsuite("predict", str(root), "--workers", "1,2") == 0
     out = capsys.readouterr().out
     assert out.count("\n== ") + out.startswith("== ") == 2
-    assert "/ fsdp (reshard off)" in out and "all-gather(s) and" in out
+    assert "/ fsdp (reshard off, wrap root)" in out and "1 all-gather(s) and" in out
     # The fitted synchronisation term makes the 2-worker validation exact: the model's own
     # prediction of it is printed beside it.
     assert out.count("before that fit, its own terms: workers 2 batch 32 predicted") == 2
@@ -147,7 +147,7 @@ def test_predict_results_models_each_strategy_its_runs_recorded(dpsuite, tmp_pat
     assert "fsdp" not in capsys.readouterr().out
     assert dpsuite("predict", str(root), "--sync", "fsdp", "--out", str(tmp_path / "p")) == 0
     models = pd.read_csv(tmp_path / "p" / "models.csv")
-    assert list(models["strategy"]) == ["fsdp (reshard off)"]
+    assert list(models["strategy"]) == ["fsdp (reshard off, wrap root)"]
 
 
 @pytest.mark.parametrize(

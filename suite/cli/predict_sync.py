@@ -9,7 +9,7 @@ import argparse
 import pandas as pd
 
 from dpsuite.analysis.scaling.strategy import STRATEGIES, Strategy, whole_model_unit
-from dpsuite.analysis.scaling.strategy_runs import KEYS, fsdp_units, strategy_keys
+from dpsuite.analysis.scaling.strategy_runs import KEYS, base_key, fsdp_strategy, strategy_keys
 from dpsuite.errors import UserError
 
 SWITCH = {"true": True, "on": True, "false": False, "off": False}
@@ -74,5 +74,6 @@ def planned(a: argparse.Namespace, runs: pd.DataFrame | None, param_bytes: float
     if runs is None or a.workload is None:
         return Strategy("fsdp", on, whole_model_unit(param_bytes))
     mine = runs[runs["workload"].astype(str) == a.workload]
-    fsdp_runs = mine[strategy_keys(mine).isin(("fsdp", "fsdp-no-reshard"))]
-    return Strategy("fsdp", on, fsdp_units(fsdp_runs if len(fsdp_runs) else mine, on, param_bytes))
+    bases = strategy_keys(mine).map(base_key, na_action="ignore")
+    fsdp_runs = mine[bases.isin(("fsdp", "fsdp-no-reshard"))]
+    return fsdp_strategy(fsdp_runs if len(fsdp_runs) else mine, on, param_bytes)

@@ -34,7 +34,13 @@ from dpsuite.analysis.scaling.model import (
     Overheads,
     ScalingModel,
 )
-from dpsuite.analysis.scaling.strategy_runs import KEYS, key_of, strategy_keys, strategy_of
+from dpsuite.analysis.scaling.strategy_runs import (
+    KEYS,
+    base_key,
+    key_of,
+    strategy_keys,
+    strategy_of,
+)
 from dpsuite.analysis.scaling.tensors import tensor_numels
 from dpsuite.analysis.scaling.topology import Link, Topology
 
@@ -269,11 +275,11 @@ class Fit:
 def _slices(runs: pd.DataFrame, keys: tuple[str, ...]) -> list[tuple[str, str, str]]:
     """(hardware, workload, strategy key) of the runs, in that order; only ``keys``."""
     found = runs.assign(_key=strategy_keys(runs)).dropna(subset=["_key"])
-    found = found[found["_key"].isin(keys)]
+    found = found[found["_key"].map(base_key).isin(keys)]
     order = {k: i for i, k in enumerate(KEYS)}
     columns = (found["_hw"], found["workload"], found["_key"])
     triples = {(str(h), str(w), str(k)) for h, w, k in zip(*columns, strict=True)}
-    return sorted(triples, key=lambda t: (t[0], t[1], order[t[2]]))
+    return sorted(triples, key=lambda t: (t[0], t[1], order[base_key(t[2])], t[2]))
 
 
 def fit_all(

@@ -34,17 +34,19 @@ Unit = tuple[float, int]  # (parameter bytes, all-gathers per step)
 @dataclass(frozen=True)
 class Strategy:
     """How replicas agree: ``name`` one of STRATEGIES; for fsdp its units in the order
-    ``fully_shard`` was applied (the root, holding what no unit does, last) and whether a unit
-    is resharded after its forward."""
+    ``fully_shard`` was applied (the root, holding what no unit does, last), whether a unit is
+    resharded after its forward, and the wrapping policy that made the units."""
 
     name: str = "ddp"
     reshard: bool = True
     units: tuple[Unit, ...] = ()
+    wrap: str = "blocks"  # fsdp's wrapping policy (``sync.wrap``) the units come from
 
     def label(self) -> str:
         if self.name != "fsdp":
             return self.name
-        return f"fsdp (reshard {'on' if self.reshard else 'off'})"
+        wrap = f", wrap {self.wrap}" if self.wrap != "blocks" else ""
+        return f"fsdp (reshard {'on' if self.reshard else 'off'}{wrap})"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Which strategy a run synchronised with, as the scaling model knows them, and what the model
 needs of it: ``ddp`` (``sync=allreduce``), ``zero1``, and ``fsdp`` with or without
-``reshard_after_forward`` (each its own model: they issue different collectives); other
-strategies (PowerSGD, local SGD, ...) are not modelled."""
+``reshard_after_forward``, per wrapping policy (each its own model: they issue different
+collectives); other strategies (PowerSGD, local SGD, ...) are not modelled."""
 
 from __future__ import annotations
 
@@ -10,23 +10,37 @@ import pandas as pd
 from dpsuite.analysis.scaling import tensors
 from dpsuite.analysis.scaling.strategy import SYNC_NAMES, Strategy, Unit, whole_model_unit
 
-# The model's key of each strategy it knows: fsdp split by its reshard setting.
+# The model's key of each strategy it knows: fsdp split by its reshard setting. A key may carry
+# a wrapping policy other than fsdp's default: "fsdp wrap=root".
 KEYS = ("ddp", "zero1", "fsdp", "fsdp-no-reshard")
+DEFAULT_WRAP = "blocks"
+
+
+def base_key(key: str) -> str:
+    """The KEYS entry of a key (its wrapping policy dropped)."""
+    return key.split(" ")[0]
 
 
 def strategy_keys(runs: pd.DataFrame) -> pd.Series:
-    """Each run's key (KEYS), NaN for a strategy the model does not describe."""
+    """Each run's key (a KEYS entry, for fsdp with ``wrap=...`` where it did not wrap the
+    blocks), NaN for a strategy the model does not describe."""
     sync = runs.get("sync", pd.Series("allreduce", index=runs.index)).fillna("allreduce")
     keys = sync.astype(str).map(SYNC_NAMES)
+    fsdp = keys == "fsdp"
     reshard = runs.get("config.sync.reshard_after_forward", pd.Series(True, index=runs.index))
-    off = (keys == "fsdp") & (reshard.fillna(True).astype(str).str.lower() == "false")
-    return keys.where(~off, "fsdp-no-reshard")
+    off = fsdp & (reshard.fillna(True).astype(str).str.lower() == "false")
+    keys = keys.where(~off, "fsdp-no-reshard")
+    wrap = runs.get("config.sync.wrap", pd.Series(DEFAULT_WRAP, index=runs.index))
+    wrap = wrap.fillna(DEFAULT_WRAP).astype(str)
+    other = fsdp & (wrap != DEFAULT_WRAP)
+    return keys.where(~other, keys + " wrap=" + wrap)
 
 
 def key_of(strategy: Strategy) -> str:
-    if strategy.name == "fsdp" and not strategy.reshard:
-        return "fsdp-no-reshard"
-    return strategy.name
+    if strategy.name != "fsdp":
+        return strategy.name
+    key = "fsdp" if strategy.reshard else "fsdp-no-reshard"
+    return key if strategy.wrap == DEFAULT_WRAP else f"{key} wrap={strategy.wrap}"
 
 
 def fsdp_units(runs: pd.DataFrame, reshard: bool, param_bytes: float) -> tuple[Unit, ...]:
@@ -39,7 +53,7 @@ def fsdp_units(runs: pd.DataFrame, reshard: bool, param_bytes: float) -> tuple[U
     if model is None:
         return whole_model_unit(param_bytes)
     wrap = row.get("config.sync.wrap")
-    wrap = wrap if isinstance(wrap, str) and wrap else "blocks"
+    wrap = wrap if isinstance(wrap, str) and wrap else DEFAULT_WRAP
     recorded = row.get("num_params")
     numel = sum(p.numel() for p in model.parameters())
     if recorded is not None and pd.notna(recorded) and numel != int(recorded):
@@ -52,7 +66,14 @@ def fsdp_units(runs: pd.DataFrame, reshard: bool, param_bytes: float) -> tuple[U
 
 def strategy_of(key: str, runs: pd.DataFrame, param_bytes: float) -> Strategy:
     """The model's strategy for runs of ``key``."""
-    if key in ("fsdp", "fsdp-no-reshard"):
-        reshard = key == "fsdp"
-        return Strategy("fsdp", reshard, fsdp_units(runs, reshard, param_bytes))
+    base = base_key(key)
+    if base in ("fsdp", "fsdp-no-reshard"):
+        return fsdp_strategy(runs, base == "fsdp", param_bytes)
     return Strategy(key)
+
+
+def fsdp_strategy(runs: pd.DataFrame, reshard: bool, param_bytes: float) -> Strategy:
+    """fsdp as the first of ``runs`` wrapped the model, resharded or not."""
+    wrap = runs["config.sync.wrap"].iloc[0] if "config.sync.wrap" in runs and len(runs) else None
+    wrap = wrap if isinstance(wrap, str) and wrap else DEFAULT_WRAP
+    return Strategy("fsdp", reshard, fsdp_units(runs, reshard, param_bytes), wrap)
