@@ -153,6 +153,7 @@ def write_run(
     sync: str | None = None,
     sync_label: str | None = None,
     sync_metrics: dict | None = None,
+    sync_config: dict | None = None,
     noise_scale: bool = False,
     pooled: float | None = None,
     oversubscribed: bool = False,
@@ -162,7 +163,8 @@ def write_run(
     stop_at_target: bool = False,
 ) -> Path:
     """One run. Without ``sync`` the record has no strategy keys, like results from before
-    strategies were recorded. ``pooled``: B_simple pooled over the run (with ``noise_scale``)."""
+    strategies were recorded; ``sync_config``: its recorded ``config.sync``. ``pooled``:
+    B_simple pooled over the run (with ``noise_scale``)."""
     batch = workers * PER_WORKER
     exponent = exponent_of(lr_rule, lr_exponent)
     summary = {
@@ -192,6 +194,7 @@ def write_run(
         "host": host,
         "hardware": {"tag": tag},
         "train": {"stop_at_target": stop_at_target},
+        **({"sync": sync_config} if sync_config else {}),
     }
     run_id = results.make_run_id(summary, results.run_identity(config, workers, batch))
     writer = results.RunWriter(root / run_id)

@@ -32,7 +32,7 @@ from dpsuite.analysis.scaling.fit_counts import HeldOut
 from dpsuite.analysis.scaling.options import ModelOptions
 from dpsuite.analysis.scaling.profiles import Profile
 from dpsuite.analysis.scaling.tensor_file import dump_tensors, load_tensors
-from dpsuite.cli import predict_bounds, predict_input
+from dpsuite.cli import predict_bounds, predict_input, predict_sync
 from dpsuite.cli.args import ArgParser, finite
 from dpsuite.cli.predict_tensors import dumped_tensors
 from dpsuite.errors import UserError
@@ -101,6 +101,7 @@ def _add_planning(group: argparse._ArgumentGroup) -> None:
         action="store_true",
         help="all-reduce after the backward pass, not bucket by bucket during it",
     )
+    predict_sync.add_flags(group)
 
 
 def _add_model_terms(group: argparse._ArgumentGroup) -> None:
@@ -240,6 +241,7 @@ def _checked(a: argparse.Namespace) -> ModelOptions:
     """What can be checked before anything is read, each flag on its own; the model's options
     the flags give."""
     predict_bounds.check_numbers(a)
+    predict_sync.check(a)
     if a.nccl_channels is not None and (a.profile is None or a.published):
         raise UserError("--nccl-channels goes with --profile (planning a workload on it)")
     if a.nccl_version is not None:
@@ -351,7 +353,8 @@ def _planned(a: argparse.Namespace, opts: ModelOptions, profile: Profile | None)
         nccl_channels=options.nccl_channels(opts, profile),
     )
     m = planned_fit.model
-    return replace(planned_fit, model=replace(m, measured=(*m.measured, *links)))
+    strategy = predict_sync.planned(a, runs, planned.params * m.grad_element_bytes)
+    return replace(planned_fit, model=replace(m, measured=(*m.measured, *links), strategy=strategy))
 
 
 def _measured_links(folder: str | None, profile: Profile) -> tuple[Profile, tuple[str, ...]]:
@@ -376,7 +379,13 @@ def _fitted(a: argparse.Namespace, opts: ModelOptions, profile: Profile | None) 
     """The model fitted to RESULTS_DIR's runs and comm-bench, one per workload, the options
     applied."""
     runs, bench = results.load(a.results_dir), results.load_comm_bench(a.results_dir)
-    fits, skipped = fit.fit_all(runs, bench, profile.topology if profile else None)
+    keys = predict_sync.keys(a)
+    fits, skipped = fit.fit_all(runs, bench, profile.topology if profile else None, keys)
+    if not fits and a.sync is not None:
+        raise UserError(
+            f"nothing to fit in {a.results_dir} for --sync {a.sync}: need its workers=1 runs "
+            f"and comm-bench results of the same machine ({'; '.join(skipped) or 'no such runs'})"
+        )
     if not fits:
         raise UserError(
             f"nothing to fit in {a.results_dir}: need workers=1 runs and comm-bench results "

@@ -54,14 +54,7 @@ class FSDP(SyncStrategy):
         reshard = self.config.reshard_after_forward
         units = wrap_units(model, self.config.wrap)
         # Counted before sharding: fully_shard replaces the parameters it shards.
-        owned: set[int] = set()
-        for unit in units:
-            unit_params = [p for p in unit.parameters() if id(p) not in owned]
-            owned.update(id(p) for p in unit_params)
-            self.unit_param_bytes.append((sum(map(tensor_bytes, unit_params)), 1 + reshard))
-        rest = [p for p in model.parameters() if id(p) not in owned]
-        # The root stays gathered from its forward to its backward: one all-gather.
-        self.unit_param_bytes.append((sum(map(tensor_bytes, rest)), 1))
+        self.unit_param_bytes = unit_gathers(model, units, reshard)
         for unit in units:
             fully_shard(unit, mesh=mesh, reshard_after_forward=reshard)
         fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
@@ -115,6 +108,23 @@ def wrap_units(model: nn.Module, policy: str) -> list[nn.Module]:
                 units.append(block)
                 inside.update(id(m) for m in block.modules())
     return units or [c for c in model.children() if has_params(c)]
+
+
+def unit_gathers(
+    model: nn.Module, units: list[nn.Module], reshard: bool
+) -> list[tuple[float, int]]:
+    """(parameter bytes, all-gathers per step) of each unit in ``units``' order, then of the
+    root (the parameters no unit holds), which stays gathered from its forward to its backward:
+    one all-gather. A parameter two units share is the first one's."""
+    owned: set[int] = set()
+    out: list[tuple[float, int]] = []
+    for unit in units:
+        unit_params = [p for p in unit.parameters() if id(p) not in owned]
+        owned.update(id(p) for p in unit_params)
+        out.append((sum(map(tensor_bytes, unit_params)), 1 + int(reshard)))
+    rest = [p for p in model.parameters() if id(p) not in owned]
+    out.append((sum(map(tensor_bytes, rest)), 1))
+    return out
 
 
 def meta_copy(model: nn.Module) -> nn.Module:

@@ -34,6 +34,13 @@ from dpsuite.analysis.scaling.model import (
     Overheads,
     ScalingModel,
 )
+from dpsuite.analysis.scaling.strategy_runs import (
+    KEYS,
+    base_key,
+    key_of,
+    strategy_keys,
+    strategy_of,
+)
 from dpsuite.analysis.scaling.tensors import tensor_numels
 from dpsuite.analysis.scaling.topology import Link, Topology
 
@@ -116,16 +123,22 @@ def _allreduce_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[ok]
 
 
+def _strategy_runs(runs: pd.DataFrame, key: str) -> pd.DataFrame:
+    """Finished runs of the strategy ``key`` (``strategy_runs.KEYS``)."""
+    ok = (runs["mode"] == "ddp") & runs["status"].isin(["complete", "diverged"])
+    return runs[ok & (strategy_keys(runs) == key)]
+
+
 def _oversubscribed(runs: pd.DataFrame) -> pd.Series:
     flag = runs.get("hardware.oversubscribed", pd.Series(False, index=runs.index))
     return flag.fillna(False).astype(bool)
 
 
 def fit_from_results(
-    runs: pd.DataFrame, bench: pd.DataFrame, profile: Topology | None = None
+    runs: pd.DataFrame, bench: pd.DataFrame, profile: Topology | None = None, key: str = "ddp"
 ) -> ScalingModel:
-    """Fit on one (hardware, workload) slice of results."""
-    ddp = _allreduce_runs(runs)
+    """Fit on one (hardware, workload) slice of results, its runs of strategy ``key``."""
+    ddp = _strategy_runs(runs, key)
     params = float(ddp["num_params"].dropna().iloc[0])
     precision = str(ddp["precision"].dropna().iloc[0]) if "precision" in ddp else "fp32"
     per_param = BYTES_PER_PARAM.get(precision, 4)
@@ -148,6 +161,7 @@ def fit_from_results(
         overheads=Overheads(step_samples=samples),
         measured=(*measured, *(["straggler jitter"] if samples else [])),
         grad_element_bytes=per_param,
+        strategy=strategy_of(key, ddp, params * per_param),
     )
 
 
@@ -179,8 +193,9 @@ def step_samples(single: pd.DataFrame) -> tuple[float, ...]:
 
 
 def validate(model: ScalingModel, runs: pd.DataFrame) -> pd.DataFrame:
-    """Prediction against measurement at every measured (workers, batch)."""
-    ddp = _allreduce_runs(runs)
+    """Prediction against measurement at every measured (workers, batch) of the model's
+    strategy."""
+    ddp = _strategy_runs(runs, key_of(model.strategy))
     ddp = ddp[ddp["step_time_s"].notna()]
     rows = []
     for (n, b), grp in ddp.groupby(["workers", "per_worker_batch"]):
@@ -246,12 +261,35 @@ class Fit:
     workload: str
     model: ScalingModel
     validation: pd.DataFrame
+    # The validation of the model's own terms, before a term was fitted to the same runs.
+    own_terms: pd.DataFrame | None = None
+
+    @property
+    def label(self) -> str:
+        """``hardware / workload``, and the strategy where it is not DDP's all-reduce."""
+        strategy = self.model.strategy
+        tail = f" / {strategy.label()}" if strategy.name != "ddp" else ""
+        return f"{self.hardware} / {self.workload}{tail}"
+
+
+def _slices(runs: pd.DataFrame, keys: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """(hardware, workload, strategy key) of the runs, in that order; only ``keys``."""
+    found = runs.assign(_key=strategy_keys(runs)).dropna(subset=["_key"])
+    found = found[found["_key"].map(base_key).isin(keys)]
+    order = {k: i for i, k in enumerate(KEYS)}
+    columns = (found["_hw"], found["workload"], found["_key"])
+    triples = {(str(h), str(w), str(k)) for h, w, k in zip(*columns, strict=True)}
+    return sorted(triples, key=lambda t: (t[0], t[1], order[base_key(t[2])], t[2]))
 
 
 def fit_all(
-    runs: pd.DataFrame, bench: pd.DataFrame, profile: Topology | None = None
+    runs: pd.DataFrame,
+    bench: pd.DataFrame,
+    profile: Topology | None = None,
+    keys: tuple[str, ...] = ("ddp",),
 ) -> tuple[list[Fit], list[str]]:
-    """A model per (hardware, workload) that has workers=1 runs and comm-bench results.
+    """A model per (hardware, workload, strategy of ``keys``: ``strategy_runs.KEYS``) that has
+    workers=1 runs and comm-bench results.
 
     Returns the fits and a list of reasons for the slices that could not be fitted.
     """
@@ -260,15 +298,17 @@ def fit_all(
     runs = runs.assign(_hw=hardware_key(runs))
     bench = bench.assign(_hw=hardware_key(bench)) if not bench.empty else bench
     fits, skipped = [], []
-    for (hw, workload), grp in runs.groupby(["_hw", "workload"]):
+    for hw, workload, key in _slices(runs, keys):
+        grp = runs[(runs["_hw"] == hw) & (runs["workload"].astype(str) == workload)]
+        name = workload if key == "ddp" else f"{workload} ({key})"
         hw_bench = bench[bench["_hw"] == hw] if not bench.empty else bench
         if hw_bench.empty and profile is None:
-            skipped.append(f"{hw}/{workload}: no comm-bench results for this machine")
+            skipped.append(f"{hw}/{name}: no comm-bench results for this machine")
             continue
         try:
-            model = fit_from_results(grp, hw_bench, profile)
+            model = fit_from_results(grp, hw_bench, profile, key)
         except (ValueError, IndexError, KeyError) as exc:
-            skipped.append(f"{hw}/{workload}: {exc}")
+            skipped.append(f"{hw}/{name}: {exc}")
             continue
-        fits.append(Fit(str(hw), str(workload), model, validate(model, grp)))
+        fits.append(Fit(hw, workload, model, validate(model, grp)))
     return fits, skipped

@@ -68,7 +68,9 @@ def fit_every_count(fits: list[Fit], runs: pd.DataFrame) -> list[tuple[Fit, Held
         batch, steps = found
         model = _fitted(one.model, steps, batch)
         mine = runs[(hardware_key(runs) == one.hardware) & (runs["workload"] == one.workload)]
-        refit = replace(one, model=model, validation=validate(model, mine))
+        refit = replace(
+            one, model=model, validation=validate(model, mine), own_terms=one.validation
+        )
         out.append((refit, held_out(one.model, steps, batch)))
     return out
 
@@ -84,6 +86,7 @@ def format_held_out(one: Fit, check: HeldOut | None) -> list[str]:
         f"   synchronisation fitted at {counts} workers: the validation above is of the counts "
         "it was fitted to"
     ]
+    lines += _own_terms(one, sync.fitted_on)
     if check is not None:
         below = ", ".join(str(n) for n in check.fitted_on)
         lines.append(
@@ -93,3 +96,18 @@ def format_held_out(one: Fit, check: HeldOut | None) -> list[str]:
             f"batch {check.batch})"
         )
     return lines
+
+
+def _own_terms(one: Fit, counts: tuple[int, ...]) -> list[str]:
+    """The prediction of the model's own terms (compute, communication, stragglers: nothing
+    fitted to these runs' multi-worker steps) at each count the term was fitted to."""
+    own = one.own_terms
+    if own is None or own.empty:
+        return []
+    rows = own[own["workers"].isin(counts) & ~own["oversubscribed"].astype(bool)]
+    return [
+        f"   before that fit, its own terms: workers {r.workers} batch {r.per_worker_batch} "
+        f"predicted {r.predicted_step_s * 1e3:.3f} ms vs measured {r.measured_step_s * 1e3:.3f} "
+        f"ms (error {r.error_pct:+.1f} %)"
+        for r in rows.itertuples()
+    ]

@@ -20,13 +20,15 @@ input-bound.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import numpy as np
 import pandas as pd
 
-from dpsuite.analysis.scaling import allreduce_cost, overlap
+from dpsuite.analysis.scaling import allreduce_cost, fsdp_schedule, overlap, sharded_cost
 from dpsuite.analysis.scaling.allreduce_cost import Library
 from dpsuite.analysis.scaling.compute import ComputeModel
+from dpsuite.analysis.scaling.strategy import Comm, Strategy, zero1_comm
 from dpsuite.analysis.scaling.sync_cost import SyncCost, collective_latency_s
 from dpsuite.analysis.scaling.topology import Topology
 
@@ -126,6 +128,8 @@ class ScalingModel:
     grad_accum: int = 1
     # False: the all-reduces start when the backward pass has ended (no bucket overlaps it).
     overlap: bool = True
+    # How the replicas agree (ddp, zero1, fsdp): the collectives a step issues (`strategy`).
+    strategy: Strategy = field(default_factory=Strategy)
 
     @property
     def validated_max(self) -> int:
@@ -133,7 +137,10 @@ class ScalingModel:
         return max(self.validated_workers, default=1)
 
     def buckets(self) -> list[overlap.Bucket]:
-        """(bytes, backward fraction done when ready) of each bucket, in all-reduce order."""
+        """(bytes, backward fraction done when ready) of each bucket, in all-reduce order (none
+        under fsdp: it reduce-scatters per unit, without DDP)."""
+        if self.strategy.name == "fsdp":
+            return []
         if not self.overlap:  # every bucket waits for the end of the backward pass
             return [(size, 1.0) for size, _ in self._packed()]
         return self._packed()
@@ -158,10 +165,29 @@ class ScalingModel:
         )
         largest = max((size for size, _ in buckets), default=0.0)
         algorithm = allreduce_cost.allreduce(self.topology, largest, n, self.library)[1]
+        if self.strategy.name == "fsdp":
+            algorithm = "ring" if n > 1 else "none"  # its all-gathers and reduce-scatters
         # Earlier micro-batches run before the last one's backward pass, the only one overlapped.
         compute = self.grad_accum * self.compute.step_s(batch)
         wait = compute * (self.overheads.straggler_factor(n) - 1)
-        return Step(compute, wait, sched.comm_s, sched.exposed_s, 0.0, algorithm, sched.slowed_s)
+        extra = self.sharded_comm(n, batch)
+        comm, exposed = sched.comm_s + extra.comm_s, sched.exposed_s + extra.exposed_s
+        return Step(compute, wait, comm, exposed, 0.0, algorithm, sched.slowed_s)
+
+    def sharded_comm(self, n: int, batch: int) -> Comm:
+        """The collectives of zero1 and fsdp beyond DDP's all-reduce, and their exposed part."""
+        s, top, lib = self.strategy, self.topology, self.library
+        if n <= 1 or s.name == "ddp":
+            return Comm()
+        if s.name == "zero1":
+            return zero1_comm(top, self.tensor_bytes, self.grad_bytes, n, lib)
+        gather = partial(sharded_cost.all_gather_s, top, n=n, library=lib)
+        scatter = partial(sharded_cost.reduce_scatter_s, top, n=n, library=lib)
+        if lib.backend == "gloo" or not self.overlap:
+            return fsdp_schedule.serial(s.units, gather, scatter)
+        backward = self.compute.backward_s(batch)
+        forward = self.compute.step_s(batch) - backward
+        return fsdp_schedule.overlapped(s.units, gather, scatter, forward, backward)
 
     def overhead_s(self, n: int, batch: int) -> float:
         """The per-step time a measured node efficiency loses beyond the model's own terms,
@@ -249,6 +275,7 @@ class ScalingModel:
             "buckets": len(self.buckets()),
             "grad_accum": self.grad_accum,
             "overlap": self.overlap,
+            "strategy": self.strategy.label(),
             "tensors": len(self.tensor_bytes) or None,
             "step_samples": len(o.step_samples),
             "node_efficiency": o.node_efficiency,

@@ -10,6 +10,7 @@ import pandas as pd
 from dpsuite.analysis.scaling import leave_last_out, skill, term_shares
 from dpsuite.analysis.scaling.allreduce_cost import NCCL_MODEL_VERSION
 from dpsuite.analysis.scaling.fit import Fit
+from dpsuite.analysis.scaling.model import ScalingModel
 from dpsuite.analysis.scaling.published import PUBLISHED
 from dpsuite.analysis.scaling.topology import Link
 
@@ -45,13 +46,46 @@ def describe_model(fit: Fit) -> list[str]:
         ),
         f"   compute {m.compute.fixed_s * 1e3:.3f} ms + {m.compute.per_sample_s * 1e6:.2f} "
         f"us/sample ({100 * m.compute.backward_fraction:.0f} % of it backward); gradients "
-        f"{m.grad_bytes / 2**20:.1f} MiB as {packing}, cap {m.bucket_bytes / 2**20:g} MiB, "
-        f"largest {max((b for b, _ in buckets), default=0) / 2**20:.2f} MiB",
+        + _gradients(m, packing),
+        *_strategy(m),
         *_shape(m.grad_accum, m.overlap),
         *_input(m.input_samples_per_s),
         f"   an efficiency {_kind(m.kind(), m.input_samples_per_s)}; measured terms: {m.terms()}",
     ]
     return lines
+
+
+def _gradients(m: ScalingModel, packing: str) -> str:
+    if m.strategy.name == "fsdp":
+        return f"{m.grad_bytes / 2**20:.1f} MiB in {len(m.strategy.units)} FSDP unit(s)"
+    largest = max((b for b, _ in m.buckets()), default=0)
+    return (
+        f"{m.grad_bytes / 2**20:.1f} MiB as {packing}, cap {m.bucket_bytes / 2**20:g} MiB, "
+        f"largest {largest / 2**20:.2f} MiB"
+    )
+
+
+def _strategy(m: ScalingModel) -> list[str]:
+    """The collectives beyond DDP's all-reduce, where the strategy issues any."""
+    s = m.strategy
+    if s.name == "zero1":
+        tensors = len(m.tensor_bytes) or 1
+        return [
+            f"   sync zero1: DDP's all-reduce, then {tensors} parameter broadcast(s) after the "
+            "optimizer step, waited for (none overlapped)"
+        ]
+    if s.name != "fsdp":
+        return []
+    gathers = sum(g for _, g in s.units)
+    where = (
+        "each waited for where it is issued (gloo: FSDP's collectives block on CPU)"
+        if m.library.backend == "gloo" or not m.overlap
+        else "prefetched all-gathers and reduce-scatters overlapped with compute"
+    )
+    return [
+        f"   sync {s.label()}: {gathers} all-gather(s) and {len(s.units)} reduce-scatter(s) a "
+        f"step, {where}"
+    ]
 
 
 def _shape(grad_accum: int, overlap: bool) -> list[str]:
@@ -93,7 +127,7 @@ def format_validation(validation: pd.DataFrame) -> list[str]:
 
 
 def format_fit(fit: Fit, batch: int, workers: list[int], baseline: int = 1) -> str:
-    lines = [f"== {fit.hardware} / {fit.workload}", *describe_model(fit)]
+    lines = [f"== {fit.label}", *describe_model(fit)]
     lines += format_validation(fit.validation)
     lines += skill.format_validation_skill(fit.validation)
     reach = (
@@ -215,7 +249,7 @@ def write_fits(
     out.mkdir(parents=True, exist_ok=True)
     preds, vals, models = [], [], []
     for f in fits:
-        key = {"hardware": f.hardware, "workload": f.workload}
+        key = {"hardware": f.hardware, "workload": f.workload, "strategy": f.model.strategy.label()}
         preds.append(f.model.predict(workers, batch, baseline).assign(**key))
         vals.append(f.validation.assign(**key))
         models.append({**key, **f.model.describe()})

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from dpsuite.analysis.scaling import allreduce_cost
+from dpsuite.analysis.scaling import allreduce_cost, strategy
 
 
 @dataclass(frozen=True)
@@ -41,10 +41,14 @@ class SyncCost:
 
 
 def collective_latency_s(model, n: int) -> float:  # noqa: ANN001 - a ScalingModel
-    """The latency part of every all-reduce of one step at ``n`` workers, summed."""
-    return sum(
+    """The latency part of every collective of one step at ``n`` workers, summed: DDP's
+    all-reduces and the sharded strategies' all-gathers, reduce-scatters and broadcasts."""
+    allreduces = sum(
         allreduce_cost.latency_s(model.topology, size, n, model.library)
         for size, _ in model.buckets()
+    )
+    return allreduces + strategy.latencies_s(
+        model.strategy, model.topology, model.tensor_bytes, n, model.library
     )
 
 

@@ -27,6 +27,15 @@ def _plain(value: Any) -> Any:
 
 
 def _built(row: Mapping[str, Any]) -> list[int] | None:
+    model = built_model(row)
+    if model is None:
+        return None
+    return [p.numel() for p in model.parameters() if p.requires_grad]
+
+
+def built_model(row: Mapping[str, Any]) -> Any:
+    """The run's model built from its workload config (a torch module); None when this version
+    cannot build it."""
     from dpsuite.workloads import get_workload
 
     params = {
@@ -38,10 +47,9 @@ def _built(row: Mapping[str, Any]) -> list[int] | None:
     if not name:
         return None
     try:
-        model = get_workload(str(name), **params).build_model()
+        return get_workload(str(name), **params).build_model()
     except (KeyError, TypeError, ValueError, OSError):
         return None  # a workload this version does not have, or cannot build offline
-    return [p.numel() for p in model.parameters() if p.requires_grad]
 
 
 def tensor_numels(runs: pd.DataFrame) -> list[int] | None:

@@ -28,7 +28,7 @@ def step_terms(model: ScalingModel, n: int, batch: int) -> list[Term]:
     terms = [
         Term("compute", step.compute_s, _source("compute" in measured, "assumed (MFU of peak)")),
         Term("slowest-of-N wait", step.wait_s, wait_source),
-        Term("exposed all-reduce", step.exposed_s, _links(measured, model.topology.nodes(n))),
+        Term(_comm_name(model), step.exposed_s, _links(measured, model.topology.nodes(n))),
         Term("NCCL's SMs", step.slowed_s, "datasheet: NCCL's channels / the GPU's SMs"),
         Term("carried overhead", step.overhead_s, "measured: node efficiency"),
         Term("synchronisation per collective", step.sync_s, _sync(model)),
@@ -37,12 +37,29 @@ def step_terms(model: ScalingModel, n: int, batch: int) -> list[Term]:
     return [t for t in terms if t.seconds > 0 or t.name in ("compute", "slowest-of-N wait")]
 
 
+def _comm_name(model: ScalingModel) -> str:
+    """What the exposed communication is made of under the model's strategy."""
+    return {
+        "zero1": "exposed all-reduce and parameter broadcasts",
+        "fsdp": "exposed all-gathers and reduce-scatters",
+    }.get(model.strategy.name, "exposed all-reduce")
+
+
+def _collectives(model: ScalingModel) -> int:
+    """The collectives of one step the synchronisation term counts."""
+    s = model.strategy
+    if s.name == "fsdp":
+        return sum(gathers + 1 for _, gathers in s.units)
+    broadcasts = len(model.tensor_bytes or (0.0,)) if s.name == "zero1" else 0
+    return len(model.buckets()) + broadcasts
+
+
 def _sync(model: ScalingModel) -> str:
     sync = model.overheads.sync
     counts = ", ".join(str(n) for n in sync.fitted_on)
     return (
         f"measured: fitted at {counts} workers, {sync.fixed_s * 1e3:.3g} ms + "
-        f"{sync.scale:.3g} x NCCL's latency of {len(model.buckets())} collectives"
+        f"{sync.scale:.3g} x NCCL's latency of {_collectives(model)} collectives"
     )
 
 
