@@ -1,10 +1,13 @@
 """Every bad input ends with one clear stderr line and a non-zero exit, before any work."""
 
 import pytest
+import torch
+from torch import nn
 
 from dpsuite.conf import run_spec
 from dpsuite.conf.compose import compose_config
 from dpsuite.errors import UserError, did_you_mean
+from dpsuite.workloads import lookup
 from tests.conftest import run_subprocess
 
 CASES = [
@@ -66,6 +69,21 @@ CASES = [
         ["mode=simulated", "workers=2", "sync=fsdp"],
         "sync=fsdp needs real workers: mode=simulated supports only sync=allreduce",
     ),
+    # Strategies with what they cannot work with: refused before any rank starts.
+    (
+        ["workers=2", "sync=fsdp", "sync.mixed_precision=true"],
+        "sync.mixed_precision=true needs device=cuda (FSDP's mixed-precision policy",
+    ),
+    (
+        ["workload=cifar_resnet", "workers=2", "sync=fsdp", "step.channels_last=true"],
+        "sync=fsdp cannot shard channels_last parameters",
+    ),
+    (
+        ["workers=2", "sync=fsdp", "timing.comm_hook=true"],
+        "timing.comm_hook=true times DDP's all-reduce, which sync=fsdp does not use",
+    ),
+    (["sync=powersgd", "sync.reshard_after_forward=false"], "unknown config key 'sync.reshard_"),
+    (["sync=allreduce", "sync.mixed_precision=true"], "unknown config key 'sync.mixed_precision'"),
     (["precision=fp16"], "precision=fp16 needs device=cuda"),
     (["precision=int8"], "precision must be one of fp32, fp64, bf16, fp16"),
     (["timing.calibration_steps=-1"], "timing.calibration_steps must be an integer >= 0"),
@@ -179,3 +197,41 @@ def test_stale_rank_variables_are_refused(dpsuite, tmp_path, capsys, monkeypatch
     err = capsys.readouterr().err.strip()
     assert err.startswith("dpsuite: error: RANK=0 and WORLD_SIZE=2 are set but MASTER_ADDR")
     assert not list(tmp_path.rglob("run.json"))
+
+
+class ScalarScale(nn.Module):
+    """A model with a learnable scalar: FSDP has no first dimension to shard it along."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(40, 10)
+        self.scale = nn.Parameter(torch.tensor(1.0))
+
+    def forward(self, x):
+        return self.linear(x.flatten(1)) * self.scale
+
+
+def test_fsdp_refuses_a_workload_with_a_scalar_parameter(dpsuite, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(lookup("mnist1d_mlp"), "build_model", lambda self: ScalarScale())
+    out = tmp_path / "res"
+    assert dpsuite("run", "workers=2", "sync=fsdp", f"results_dir={out}") == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "dpsuite: error: sync=fsdp cannot shard workload 'mnist1d_mlp': its parameter 'scale' "
+        "is a scalar (FSDP shards each parameter along its first dimension); use sync=zero1 "
+        "or allreduce, or make it a 1-element tensor"
+    )
+    assert not out.exists() or not any(out.iterdir()), "no work may start"
+    # the same model is fine for a strategy that does not shard parameters
+    spec = run_spec.resolve(compose_config(["workers=2", "sync=zero1", f"results_dir={out}"]))
+    assert spec.cfg.sync.name == "zero1"
+
+
+def test_a_sweep_with_one_unworkable_strategy_is_refused_before_the_first_run(
+    dpsuite, tmp_path, capsys
+):
+    out = tmp_path / "res"
+    args = ["-m", "workers=2", "sync=zero1,fsdp", "timing.comm_hook=true", f"results_dir={out}"]
+    assert dpsuite("run", *args) == 2
+    assert "which sync=fsdp does not use" in capsys.readouterr().err
+    assert not list(out.rglob("run.json"))

@@ -66,9 +66,9 @@ def test_the_estimate_of_gpt2_xl_counts_weights_gradients_momentum_and_buckets(t
     assert abs(spec.memory_estimate - est.per_rank) < GIB
 
 
-def _gpt2_xl_estimate(tmp_path, sync: str):
+def _gpt2_xl_estimate(tmp_path, *sync: str):
     spec = resolve(
-        compose_config([*GPT2_XL, sync, "checks.memory=false", f"results_dir={tmp_path}"])
+        compose_config([*GPT2_XL, *sync, "checks.memory=false", f"results_dir={tmp_path}"])
     )
     return memory_check.run_estimate(spec.cfg, spec.build_workload(), spec.per_worker_batch, 64, 2)
 
@@ -89,6 +89,18 @@ def test_a_sharding_strategy_divides_what_it_shards_by_the_workers(
     for part in ("parameters", "gradients", "optimizer"):
         assert est.parts[part] == (weights // 2 if part in divided else weights), part
     assert est.parts["ddp_buckets"] == (weights if buckets else 0)
+    # sharded parameters are gathered whole for evaluation (a plain copy on every rank)
+    assert est.parts.get("gathered", 0) == (weights if "parameters" in divided else 0)
+
+
+@pytest.mark.parametrize("reshard", ["true", "false"])
+def test_fsdp_counts_one_whole_copy_of_the_parameters_beside_its_shards(tmp_path, reshard):
+    est = _gpt2_xl_estimate(tmp_path, "sync=fsdp", f"sync.reshard_after_forward={reshard}")
+    weights = 1_557_686_400 * 4
+    state = est.parts["parameters"] + est.parts["gradients"] + est.parts["optimizer"]
+    assert state == 3 * weights // 2
+    assert est.parts["gathered"] == weights
+    assert "gathered 5.8 GiB" in memory_check.describe(est)
 
 
 def test_a_model_ddp_cannot_fit_is_refused_for_ddp_and_accepted_for_fsdp(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ from dpsuite import sync
 from dpsuite.conf.checks import check_bounds, check_keys
 from dpsuite.conf.memory_check import check_memory_fits
 from dpsuite.conf.schema import RunConfig
+from dpsuite.conf.sync_checks import check_sync_combination
 from dpsuite.errors import UserError
 from dpsuite.optim import lr_rules
 from dpsuite.optim.lr_rules import SCHEDULES
@@ -282,6 +283,7 @@ def _train_samples(c: RunConfig, workload: Any, global_batch: int) -> int:
         num_train = workload.num_train()
     except (OSError, ValueError) as exc:
         raise UserError(f"workload '{c.workload.name}': {exc}") from None
+    check_sync_combination(c, workload, device if check_devices else None)
     _require(
         global_batch <= num_train,
         f"global batch {global_batch} is larger than the training set ({num_train} samples of "

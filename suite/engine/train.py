@@ -273,7 +273,8 @@ def setup(
         loss_of = loss_under_autocast(source.loss_of, precision)
         flops = training_flops_per_sample(model, loss_of, source.sample_batch(2))
     apply_step_options(cfg.step, model, source)
-    strategy = sync.build(cfg.sync, device, ranks.world_size if distributed.active() else 1)
+    world = ranks.world_size if distributed.active() else 1
+    strategy = sync.build(cfg.sync, device, world, precision.name)
     replicas = build_replicas(spec, ranks, model, strategy, source, precision)
     optimizer = build_optimizer(spec, model, strategy)
 

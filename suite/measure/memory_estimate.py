@@ -11,7 +11,11 @@ its first buffer (``dpsuite.runtime.host_memory.rank_footprint``).
 
 Sharding divides parts among the ranks (each strategy's ``sharded_parts``): ``zero1`` the
 optimizer state, ``fsdp`` parameters, gradients and optimizer state (and, without DDP, no
-buckets). FSDP's briefly gathered unit is not counted: one unit's parameters at a time.
+buckets). A strategy that shards the parameters also holds them whole at times: its
+evaluations gather them into a plain copy of the model on every rank (one tensor gathered at a
+time beside that copy), and with ``reshard_after_forward`` off every unit stays gathered from
+its forward to its backward. That is the ``gathered`` part, one unsharded copy of the
+parameters; the units gathered for a moment at ZeRO-3 are smaller and never coexist with it.
 
 The parameter count comes without allocating the model: a GPT-style workload's config computes
 it from its sizes (``TransformerDims``); any other model is built on the meta device.
@@ -236,4 +240,6 @@ def estimate(
     }
     for part in sharded:
         parts[part] = math.ceil(parts[part] / shards)
+    if "parameters" in sharded and shards > 1:
+        parts["gathered"] = weights
     return MemoryEstimate(count, parts, ranks, rule)

@@ -65,6 +65,7 @@ class SyncStrategy:
         self.config = config
         self.device = device
         self.world_size = world_size
+        self.precision = "fp32"  # the run's precision (set by `registry.build`)
         self.counter = CommCounter()
 
     def wrap(self, model: nn.Module, bucket_cap_mb: float) -> nn.Module:

@@ -43,6 +43,10 @@ class SyncConfig:
     def check(self, workers: int) -> None:
         """Raise ValueError naming the key when the values cannot work together."""
 
+    def check_device(self, device: str, precision: str) -> None:
+        """Raise ValueError naming the key when the strategy's options cannot apply on
+        ``device`` (cpu, cuda, mps) at the run's ``precision``."""
+
 
 @dataclass
 class AllReduceConfig(SyncConfig):
@@ -143,6 +147,7 @@ class Zero1Config(SyncConfig):
 
 # FSDP's wrapping policies (`sync.wrap`): which submodules become units of their own.
 FSDP_WRAPS = ("blocks", "children", "root")
+MIXED_PRECISIONS = ("bf16", "fp16")  # the run precisions FSDP's mixed-precision policy follows
 
 
 @dataclass
@@ -160,15 +165,35 @@ class FSDPConfig(SyncConfig):
     """Units sharded and gathered together: blocks (every repeated block: transformer blocks,
     residual blocks; else the top-level children), children (the top-level children), root
     (the whole model as one unit)."""
+    mixed_precision: bool = False
+    """On a GPU at precision=bf16 or fp16: gather the parameters in that dtype for forward and
+    backward, reduce-scatter the gradients in float32 (FSDP's MixedPrecisionPolicy); the
+    shards and the optimizer stay in float32."""
 
     @property
     def label(self) -> str:
         stage = "ZeRO-3" if self.reshard_after_forward else "ZeRO-2"
-        return f"fsdp ({stage}, wrap {self.wrap})"
+        mixed = ", mixed precision" if self.mixed_precision else ""
+        return f"fsdp ({stage}, wrap {self.wrap}{mixed})"
 
     def check(self, workers: int) -> None:
         if self.wrap not in FSDP_WRAPS:
             raise ValueError(f"sync.wrap must be one of {', '.join(FSDP_WRAPS)}, got '{self.wrap}'")
+
+    def check_device(self, device: str, precision: str) -> None:
+        if not self.mixed_precision:
+            return
+        if device != "cuda":
+            raise ValueError(
+                f"sync.mixed_precision=true needs device=cuda (FSDP's mixed-precision policy "
+                f"casts what it gathers on a GPU; this run is on {device}: use precision=bf16 "
+                "without it)"
+            )
+        if precision not in MIXED_PRECISIONS:
+            raise ValueError(
+                f"sync.mixed_precision=true needs precision=bf16 or fp16 (the dtype it gathers "
+                f"the parameters in), got precision={precision}"
+            )
 
 
 # name -> config, in the order of the reports (`sync_order`; a new strategy: its line here)

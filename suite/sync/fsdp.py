@@ -13,6 +13,10 @@ have parameters (the transformer blocks of the GPTs, the residual blocks of a Re
 layers of an MLP); without such a run, each top-level child with parameters. ``children``: each
 top-level child with parameters. ``root``: the whole model as one unit. The root is always a
 unit of its own (the parameters no other unit holds).
+
+``sync.mixed_precision`` (GPU only, at precision bf16 or fp16): FSDP's ``MixedPrecisionPolicy``
+gathers the parameters in the run's 16-bit dtype and reduce-scatters the gradients in float32;
+the shards the optimizer steps stay float32.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ from typing import ClassVar
 import torch
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
+from dpsuite.runtime.freed_memory import release_freed_memory
 from dpsuite.sync.base import SyncStrategy
 from dpsuite.sync.config import FSDPConfig
 from dpsuite.sync.hooks import tensor_bytes
@@ -46,39 +51,64 @@ class FSDP(SyncStrategy):
         super().__init__(config, device, world_size)
         self.shell: nn.Module | None = None  # the model's structure on the meta device
         self.unit_param_bytes: list[tuple[float, int]] = []  # (bytes, all-gathers per step)
+        self.gather_ratio = 1.0  # bytes all-gathered per byte of the parameters
 
     def wrap(self, model: nn.Module, bucket_cap_mb: float) -> nn.Module:
         """Shards ``model`` in place (its class becomes an FSDP module); returns it."""
         self.shell = meta_copy(model)
         mesh = init_device_mesh(self.device.type, (self.world_size,))
         reshard = self.config.reshard_after_forward
+        policy = MixedPrecisionPolicy()
+        if self.config.mixed_precision:
+            policy = mixed_precision_policy(self.precision)
+            self.gather_ratio = policy.param_dtype.itemsize / next(model.parameters()).itemsize
         units = wrap_units(model, self.config.wrap)
         # Counted before sharding: fully_shard replaces the parameters it shards.
         self.unit_param_bytes = unit_gathers(model, units, reshard)
         for unit in units:
-            fully_shard(unit, mesh=mesh, reshard_after_forward=reshard)
-        fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+            fully_shard(unit, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+        fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
         return model
 
     def fixed_step_traffic(self, net: nn.Module) -> tuple[float, int]:
         """Per unit and step: its all-gathers of the parameters and one reduce-scatter of the
-        gradients, each (n-1)/n of the unit's bytes per rank (ring convention)."""
+        gradients, each (n-1)/n of the unit's bytes per rank (ring convention); with the
+        mixed-precision policy the all-gathers move 16-bit parameters."""
         share = (self.world_size - 1) / self.world_size
         units = [(b, g) for b, g in self.unit_param_bytes if b > 0]
-        sent = sum(share * b * (gathers + 1) for b, gathers in units)
+        sent = sum(share * b * (gathers * self.gather_ratio + 1) for b, gathers in units)
         return sent, sum(gathers + 1 for _, gathers in units)
 
     def eval_model(self, model: nn.Module) -> nn.Module:
         """A plain module holding the full parameters (gathered on every rank: each calls this
-        at the same points); training goes on with the shards."""
-        full = {
-            k: v.full_tensor() if isinstance(v, DTensor) else v
-            for k, v in model.state_dict().items()
-        }
+        at the same points); training goes on with the shards.
+
+        Gathered one tensor at a time into the copy: the rank then holds its shards, the copy
+        and one gathered tensor, not a second full copy (a whole gathered state dict). The
+        memory training freed goes back to the OS first, so the copy does not come on top of
+        it (`dpsuite.runtime.freed_memory`)."""
+        if self.device.type == "cpu":
+            release_freed_memory()
         replica = copy.deepcopy(self.shell).to_empty(device=self.device)
+        targets = replica.state_dict(keep_vars=True)
         with torch.no_grad():
-            replica.load_state_dict(full)
+            for name, value in model.state_dict().items():
+                full = value.full_tensor() if isinstance(value, DTensor) else value
+                targets[name].copy_(full)
+                del full  # before the next gather
         return replica
+
+
+# The 16-bit dtypes of the run precisions FSDP's mixed-precision policy gathers in.
+GATHER_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def mixed_precision_policy(precision: str) -> MixedPrecisionPolicy:
+    """FSDP's policy for a run at ``precision`` (bf16 or fp16): parameters gathered in that
+    dtype for forward and backward, gradients reduce-scattered in float32."""
+    if precision not in GATHER_DTYPES:
+        raise ValueError(f"sync.mixed_precision needs precision=bf16 or fp16, got {precision}")
+    return MixedPrecisionPolicy(param_dtype=GATHER_DTYPES[precision], reduce_dtype=torch.float32)
 
 
 def has_params(module: nn.Module) -> bool:

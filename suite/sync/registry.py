@@ -26,11 +26,16 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'dpsuite.sync.registry' has no attribute {name!r}")
 
 
-def build(config: SyncConfig, device: torch.device, world_size: int) -> SyncStrategy:
-    """The strategy for ``config``; with one process there is nothing to synchronize."""
+def build(
+    config: SyncConfig, device: torch.device, world_size: int, precision: str = "fp32"
+) -> SyncStrategy:
+    """The strategy for ``config`` at the run's ``precision``; with one process there is
+    nothing to synchronize."""
     if world_size <= 1:
         return SyncStrategy(config, device)
-    return strategy(config.name)(config, device, world_size)
+    built = strategy(config.name)(config, device, world_size)
+    built.precision = precision
+    return built
 
 
 def traits(name: str) -> dict[str, int]:
