@@ -283,7 +283,6 @@ def _train_samples(c: RunConfig, workload: Any, global_batch: int) -> int:
         num_train = workload.num_train()
     except (OSError, ValueError) as exc:
         raise UserError(f"workload '{c.workload.name}': {exc}") from None
-    check_sync_combination(c, workload, device if check_devices else None)
     _require(
         global_batch <= num_train,
         f"global batch {global_batch} is larger than the training set ({num_train} samples of "
@@ -338,6 +337,7 @@ def resolve(
 
     workload = workload_cls(c.workload, cache_dir=c.cache_dir)
     num_train = _train_samples(c, workload, global_batch)
+    check_sync_combination(c, workload, device if check_devices else None)
     # The model's memory on this host (a GPU run keeps it on the device): before any rank starts.
     estimate = None
     if check_devices and world_size is None and device == "cpu":
