@@ -434,7 +434,12 @@ def shown_parts(frame: pd.DataFrame, key: list[str], always: list[str]) -> list[
 def series_labels(frame: pd.DataFrame, key: list[str], always: list[str]) -> list[str]:
     """Legend labels naming the key parts that tell the series apart (plus ``always``)."""
     shown = shown_parts(frame, key, always)
-    return [" · ".join(describe(c, row[c]) for c in shown) for _, row in frame.iterrows()]
+    if not shown:
+        return [""] * len(frame)
+    # column by column, each value as a row of the frame holds it: a row Series per run of a
+    # wide frame costs more than its label
+    values = [frame[c].to_numpy(dtype=object) for c in shown]
+    return [" · ".join(map(describe, shown, row)) for row in zip(*values, strict=True)]
 
 
 def describe(column: str, value) -> str:
