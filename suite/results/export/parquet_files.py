@@ -43,9 +43,8 @@ def per_run_rows(runs: list[ExportRun], which: str) -> pd.DataFrame:
         frame = joined([read.frame for _, read in kept])
     # labelled once, not run by run: over thousands of runs each column set costs more
     lengths = [read.rows for _, read in kept]
-    kept = [run for run, _ in kept]
     for name in ("run_id", "group"):
-        frame[name] = repeated([getattr(run, name) for run in kept], lengths)
+        frame[name] = repeated([getattr(run, name) for run, _ in kept], lengths)
     return frame
 
 
