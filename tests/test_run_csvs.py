@@ -112,3 +112,40 @@ def test_clean_files_are_parsed_together_not_one_by_one(tree, monkeypatch):
     files = sorted(tree.rglob("steps.csv"))
     reads = read_many(files, *STEPS)
     assert len(reads) == len(files) and not alone
+
+
+def stacked_frames(reads) -> pd.DataFrame:
+    """What concatenating the reads' frames one by one gives (the reference joint_rows meets)."""
+    return pd.concat([r.frame for r in reads if len(r.frame)], ignore_index=True)
+
+
+def test_files_parsed_together_are_cut_into_frames_only_when_asked(tree, monkeypatch):
+    from dpsuite.results import run_csvs
+
+    cut = []
+    split_off = run_csvs.split_off
+    monkeypatch.setattr(run_csvs, "split_off", lambda *a: cut.append(a) or split_off(*a))
+    reads = read_many(sorted(tree.rglob("steps.csv"))[:30], *STEPS)
+    assert all(r.rows > 0 and not r.empty for r in reads) and not cut
+    assert len(reads[0].frame) == reads[0].rows and len(cut) == 1  # that frame alone
+
+
+def test_joint_rows_are_the_frames_one_after_another(tree):
+    from dpsuite.results.run_csvs import joint_rows
+
+    files = sorted(tree.rglob("epochs.csv"))[:40]
+    reads = read_many(files, *EPOCHS, {"run_id": [f.parent.name for f in files]})
+    together = joint_rows(reads)
+    pd.testing.assert_frame_equal(together, stacked_frames(reads), check_exact=True)
+    some = reads[3:9] + reads[20:25]  # parts of the joint frame, not the whole of it
+    pd.testing.assert_frame_equal(joint_rows(some), stacked_frames(some), check_exact=True)
+
+
+def test_joint_rows_are_none_where_a_file_was_read_alone(tree, tmp_path):
+    from dpsuite.results.run_csvs import joint_rows
+
+    odd = tmp_path / "steps.csv"
+    odd.write_text(ODD_FILES["ints_only"])
+    reads = read_many([*sorted(tree.rglob("steps.csv"))[:5], odd], *STEPS)
+    assert joint_rows(reads) is None
+    assert joint_rows(reads[:5]) is not None

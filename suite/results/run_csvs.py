@@ -13,8 +13,9 @@ from __future__ import annotations
 import io
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -52,12 +53,47 @@ def read_csv_checked(file: Path, columns: list[str], optional: list[str] = ()) -
     return frame.reset_index(drop=True)
 
 
-@dataclass
-class Read:
-    """One file's frame and the warnings reading it gave (as ``read_csv_checked`` words them)."""
+@dataclass(frozen=True)
+class Part:
+    """Rows ``start`` to ``start + rows`` of the frame several files were parsed into."""
 
-    frame: pd.DataFrame
-    notes: list[str] = field(default_factory=list)
+    joint: pd.DataFrame
+    start: int
+    rows: int
+
+
+class Read:
+    """One file's frame and the warnings reading it gave (as ``read_csv_checked`` words them).
+
+    A file parsed with others keeps its ``part`` of their joint frame and is cut from it only
+    when its ``frame`` is first asked for: over thousands of runs most frames never are (a
+    reader wants every run's rows at once, see ``joint_rows``, or a few runs' alone)."""
+
+    def __init__(
+        self, frame: pd.DataFrame | None = None, notes: list[str] | None = None, part=None
+    ) -> None:
+        self._frame = frame
+        self.notes: list[str] = notes if notes is not None else []
+        self.part: Part | None = part
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        if self._frame is None:
+            self._frame = split_off(self.part.joint, self.part.start, self.part.rows)
+        return self._frame
+
+    @frame.setter
+    def frame(self, frame: pd.DataFrame) -> None:
+        self._frame, self.part = frame, None
+
+    @property
+    def rows(self) -> int:
+        """How many rows the frame has (without cutting it)."""
+        return self.part.rows if self.part is not None else len(self.frame)
+
+    @property
+    def empty(self) -> bool:
+        return self.rows == 0
 
 
 def read_alone(file: Path, columns: list[str], optional: list[str]) -> Read:
@@ -76,7 +112,8 @@ def plain_text(file: Path) -> str | None:
         text = file.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    text = text.replace("\r\n", "\n")  # how the csv module ends lines; pandas reads both alike
+    if "\r" in text:  # \r\n: how the csv module ends lines; pandas reads both alike
+        text = text.replace("\r\n", "\n")
     if not text.endswith("\n"):
         text += "\n"
     header_end = text.find("\n")
@@ -109,9 +146,9 @@ def read_many(
     for header, members in by_header.items():
         bodies = [body for _, body in members]
         own = {name: [values[i] for i, _ in members] for name, values in labels.items()}
-        for i, frame in parse_together(header, bodies, columns, optional, own):
-            if frame is not None:
-                reads[members[i][0]] = Read(frame)
+        for i, part in parse_together(header, bodies, columns, optional, own):
+            if part is not None:
+                reads[members[i][0]] = Read(part=part)
     return [
         read if read is not None else labelled(read_alone(file, columns, optional), labels, i)
         for i, (file, read) in enumerate(zip(files, reads, strict=True))
@@ -131,10 +168,10 @@ def parse_together(
     columns: list[str],
     optional: list[str],
     labels: Mapping[str, list[str]] | None = None,
-) -> list[tuple[int, pd.DataFrame | None]]:
-    """Each body's frame (None: read it alone), parsed as one CSV under ``header``, with each
-    body's value of each label as a column (set once for all: a column set on each frame
-    costs more than its parse)."""
+) -> list[tuple[int, Part | None]]:
+    """Each body's part of the joint frame (None: read it alone), parsed as one CSV under
+    ``header``, with each body's value of each label as a column (set once for all: a column
+    set on each frame costs more than its parse)."""
     alone = [(i, None) for i in range(len(bodies))]
     try:
         raw = pd.read_csv(io.StringIO(header + "\n" + "".join(bodies)), low_memory=False)
@@ -157,11 +194,20 @@ def parse_together(
     if labels:
         frame = frame.copy(deep=False)
         for name, values in labels.items():
-            frame[name] = np.repeat(np.array(values, dtype=object), rows)
+            frame[name] = repeated(values, rows)
     return [
-        (i, split_off(frame, start, n) if exact[i] else None)
+        (i, Part(frame, int(start), int(n)) if exact[i] else None)
         for i, (start, n) in enumerate(zip(starts, rows, strict=True))
     ]
+
+
+def repeated(values: Sequence, counts: Sequence[int] | np.ndarray) -> Any:
+    """Each value ``counts`` times over, as a column: what ``np.repeat`` of the values as
+    objects makes once set, but text is taken as text at once (turning a million repeated
+    Python strings into a column of text costs a second; its distinct values, nothing)."""
+    if len(values) and all(isinstance(value, str) for value in values):
+        return pd.array(list(values), dtype="str").take(np.repeat(np.arange(len(values)), counts))
+    return np.repeat(np.array(values, dtype=object), counts)
 
 
 def exactly_typed(
@@ -191,3 +237,22 @@ def split_off(frame: pd.DataFrame, start: int, rows: int) -> pd.DataFrame:
     part = frame.iloc[start : start + rows]  # copy-on-write: a change to it copies it first
     part.index = pd.RangeIndex(rows)
     return part
+
+
+def joint_rows(reads: Sequence[Read]) -> pd.DataFrame | None:
+    """The rows of every read one after another, indexed from 0 (what concatenating their
+    frames gives), taken from their joint frame in one go; None unless every read with rows
+    is a part of one joint frame (files of several headers, or read alone)."""
+    parts = [read.part for read in reads if not read.empty]
+    if not parts or any(part is None or part.joint is not parts[0].joint for part in parts):
+        return None
+    joint = parts[0].joint
+    starts = np.array([part.start for part in parts])
+    rows = np.array([part.rows for part in parts])
+    shift = starts - (np.cumsum(rows) - rows)  # where each part is, less where it goes
+    if len(joint) == rows.sum() and not shift.any():
+        taken = joint.copy(deep=False)  # the whole frame, in order: nothing to take
+    else:
+        taken = joint.take(np.arange(rows.sum()) + np.repeat(shift, rows))
+    taken.index = pd.RangeIndex(len(taken))
+    return taken

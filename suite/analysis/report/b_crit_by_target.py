@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from dpsuite.analysis.report import critical_batch_fit, fit_choices, target_study
+from dpsuite.analysis.report.run_frames import run_column
 
 ACCURACY_TARGETS = (0.55, 0.60, 0.65, 0.70, 0.75)  # besides the study's own
 LOSS_FACTORS = (1.4, 1.3, 1.2, 1.1)  # loss targets: the study's own times these
@@ -31,7 +32,12 @@ def windows_of(curve: pd.DataFrame, metric: str, evals: int) -> Windows:
     computed once per run."""
     if curve.empty or metric not in curve or "step" not in curve:
         return NO_WINDOWS
-    values = curve[metric].to_numpy(float)
+    return windows_of_values(curve[metric].to_numpy(), curve["step"].to_numpy(), evals)
+
+
+def windows_of_values(values: np.ndarray, steps: np.ndarray, evals: int) -> Windows:
+    """``windows_of`` a run's values of the metric and the steps they were taken at."""
+    values = values.astype(float)
     if evals < 1 or len(values) < evals:
         return NO_WINDOWS
     windows = np.lib.stride_tricks.sliding_window_view(values, evals)
@@ -39,7 +45,7 @@ def windows_of(curve: pd.DataFrame, metric: str, evals: int) -> Windows:
     medians = np.full(len(windows), np.nan)
     medians[finite] = np.median(windows[finite], axis=1)
     middle = evals - 1 - evals // 2
-    return medians, curve["step"].to_numpy()[middle : middle + len(windows)]
+    return medians, steps[middle : middle + len(windows)]
 
 
 def first_hit(windows: Windows, target: float, metric: str) -> float:
@@ -57,11 +63,15 @@ def hit_step(curve: pd.DataFrame, target: float, metric: str, evals: int) -> flo
 def run_windows(group: pd.DataFrame, epochs: dict[str, pd.DataFrame], metric: str) -> list[Windows]:
     """``windows_of`` each run of ``group``, in its order, with the run's own window size."""
     evals = group.get(TARGET_EVALS_KEY, pd.Series(1, index=group.index)).fillna(1).astype(int)
-    empty = pd.DataFrame()
-    return [
-        windows_of(epochs.get(run_id, empty), metric, int(n))
-        for run_id, n in zip(group["run_id"], evals, strict=True)
-    ]
+    windows = []
+    for run_id, n in zip(group["run_id"], evals, strict=True):
+        # the run's two columns alone: its frame of a large tree costs more to cut
+        values, steps = run_column(epochs, run_id, metric), run_column(epochs, run_id, "step")
+        if values is None or steps is None or not len(values):
+            windows.append(NO_WINDOWS)
+        else:
+            windows.append(windows_of_values(values, steps, int(n)))
+    return windows
 
 
 def at_target(

@@ -32,12 +32,14 @@ come from one convergence group here, as pure functions on frames.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from dpsuite.analysis.report import data, stats
+from dpsuite.analysis.report.run_frames import run_column
 
 KNEE_FACTOR = 2.0  # "left perfect scaling": more than 2x the perfect-scaling steps
 BAND = (10, 90)  # percentiles of a run's windows that bound its B_simple over training
@@ -61,6 +63,13 @@ def positive(values: pd.Series) -> pd.Series:
     if not (isinstance(values, pd.Series) and values.dtype == np.float64):  # floats: as they are
         values = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype(float)
     return values[np.isfinite(values) & (values > 0)]
+
+
+def measured_curve(epochs: Mapping[str, pd.DataFrame], run_id: str) -> pd.Series | tuple:
+    """A run's B_simple at each evaluation (its epochs.csv column), empty if it has none; its
+    values alone (a run's frame of a large tree costs more to cut than this reads)."""
+    values = run_column(epochs, run_id, "grad_noise_scale")
+    return pd.Series(values) if values is not None else ()
 
 
 def positive_value(value) -> float:
@@ -88,10 +97,9 @@ def trained_runs(group: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> Traine
     finished = group[group["status"].isin(["complete", "diverged"])]
     keep = finished[(finished["status"] == "complete") & finished["steps_to_target"].notna()]
     rows = []
-    empty = pd.DataFrame()
     # records, not iterrows: the same values (boxed alike) without a Series per run
     for run in keep.to_dict("records"):
-        curve = positive(epochs.get(run["run_id"], empty).get("grad_noise_scale", ()))
+        curve = positive(measured_curve(epochs, run["run_id"]))
         value = positive_value(run.get("grad_noise_scale.pooled"))
         if math.isnan(value):
             value = positive_value(run.get("grad_noise_scale.mean"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pandas as pd
 
 from dpsuite import results
 from dpsuite.analysis.report import scaling_fairness, scaling_validity, seed_split, stats
+from dpsuite.analysis.report.run_frames import RunFrames, stacked
 from dpsuite.errors import UserError
 from dpsuite.optim.lr_rules import RULES
 from dpsuite.results import owned
@@ -84,8 +86,9 @@ class ResultsTree:
 
     source: Path
     runs: pd.DataFrame
-    epochs: dict[str, pd.DataFrame] = field(default_factory=dict)
-    steps: dict[str, pd.DataFrame] = field(default_factory=dict)
+    # run id -> frame: a `RunFrames` once read (frames cut from the bulk parse when asked for)
+    epochs: MutableMapping[str, pd.DataFrame] = field(default_factory=dict)
+    steps: MutableMapping[str, pd.DataFrame] = field(default_factory=dict)
     rank_steps: dict[str, pd.DataFrame] = field(default_factory=dict)  # runs that have one
     comm: pd.DataFrame = field(default_factory=pd.DataFrame)
     inputs: pd.DataFrame = field(default_factory=pd.DataFrame)  # input-bench rows
@@ -183,14 +186,14 @@ def read_run_csvs(tree: ResultsTree) -> None:
     dirs = [Path(run_dir) for run_dir in tree.runs["run_dir"]]
     ids = {"run_id": list(tree.runs["run_id"])}
     epochs, steps = results.epochs_of(dirs, ids), results.steps_of(dirs, ids)
-    for run_id, epoch_read, step_read in zip(ids["run_id"], epochs, steps, strict=True):
-        tree.epochs[run_id] = epoch_read.frame
-        tree.steps[run_id] = step_read.frame
+    tree.epochs = RunFrames(dict(zip(ids["run_id"], epochs, strict=True)))
+    tree.steps = RunFrames(dict(zip(ids["run_id"], steps, strict=True)))
+    for epoch_read, step_read in zip(epochs, steps, strict=True):
         tree.warnings.extend([*epoch_read.notes, *step_read.notes])
     by_rank = results.rank_steps_of(dirs)
     for run_id, run_dir in zip(tree.runs["run_id"], dirs, strict=True):
         read = by_rank.get(run_dir)
-        if read is not None and not read.frame.empty:
+        if read is not None and not read.empty:
             tree.rank_steps[run_id] = read.frame
         tree.warnings.extend(read.notes if read is not None else [])
 
@@ -252,24 +255,24 @@ def collectives_label(comm: pd.DataFrame) -> str:
     return "All-reduce" if set(comm["collective"]) == {"all_reduce"} else "Collective"
 
 
-def add_divergence_points(runs: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> pd.DataFrame:
+def add_divergence_points(
+    runs: pd.DataFrame, epochs: MutableMapping[str, pd.DataFrame]
+) -> pd.DataFrame:
     """Where each run's last finite evaluation was: the point a diverged run is drawn at."""
     runs = runs.copy()
-    last_epoch, last_acc = [], []
-    for run_id in runs["run_id"]:
-        ep = epochs.get(run_id, pd.DataFrame())
-        # arrays, not frames: this runs once per run, thousands of times in a large tree
-        finite = (
-            np.flatnonzero(
-                np.isfinite(ep["eval_loss"].to_numpy()) & np.isfinite(ep["eval_acc"].to_numpy())
-            )
-            if len(ep)
-            else []
+    # every run's rows at once: a loop over thousands of runs' frames costs seconds
+    rows = epochs.rows() if isinstance(epochs, RunFrames) else stacked(epochs)
+    if len(rows):
+        finite = np.isfinite(rows["eval_loss"].to_numpy()) & np.isfinite(
+            rows["eval_acc"].to_numpy()
         )
-        last_epoch.append(ep["epoch"].to_numpy()[finite[-1]] if len(finite) else math.nan)
-        last_acc.append(ep["eval_acc"].to_numpy()[finite[-1]] if len(finite) else math.nan)
-    runs["last_finite_epoch"] = last_epoch
-    runs["last_finite_acc"] = last_acc
+        last = rows[finite].drop_duplicates("run_id", keep="last")
+    else:
+        last = pd.DataFrame(columns=["run_id", "epoch", "eval_acc"])
+    for column, name in (("last_finite_epoch", "epoch"), ("last_finite_acc", "eval_acc")):
+        # numpy scalars, run by run: the column's type is what the runs' own values make it
+        value_of = dict(zip(last["run_id"], last[name].to_numpy(), strict=True))
+        runs[column] = [value_of.get(run_id, math.nan) for run_id in runs["run_id"]]
     return runs
 
 
@@ -431,7 +434,12 @@ def shown_parts(frame: pd.DataFrame, key: list[str], always: list[str]) -> list[
 def series_labels(frame: pd.DataFrame, key: list[str], always: list[str]) -> list[str]:
     """Legend labels naming the key parts that tell the series apart (plus ``always``)."""
     shown = shown_parts(frame, key, always)
-    return [" · ".join(describe(c, row[c]) for c in shown) for _, row in frame.iterrows()]
+    if not shown:
+        return [""] * len(frame)
+    # column by column, each value as a row of the frame holds it: a row Series per run of a
+    # wide frame costs more than its label
+    values = [frame[c].to_numpy(dtype=object) for c in shown]
+    return [" · ".join(map(describe, shown, row)) for row in zip(*values, strict=True)]
 
 
 def describe(column: str, value) -> str:

@@ -101,7 +101,7 @@ def base_batch(group: pd.DataFrame) -> int | None:
 def finished_runs(group: pd.DataFrame) -> pd.DataFrame:
     """Complete and diverged runs with their setting and ``steps`` (``NEVER`` if not reached);
     at the base batch the rules' runs form the one base setting, each trajectory once."""
-    runs = group[group["status"].isin(["complete", "diverged"])].copy()
+    runs = group[group["status"].isin(["complete", "diverged"])]  # a frame of its own
     peaks = runs[PEAK_LR_KEY] if PEAK_LR_KEY in runs else pd.Series(math.nan, index=runs.index)
     runs["setting"] = [
         setting_label(r, e, p)
@@ -134,11 +134,30 @@ def warmup_splits_settings(runs: pd.DataFrame, warm: pd.Series) -> bool:
     return bool((kinds.nunique() > 1).any())
 
 
+# What the settings (``settings_table``, ``seed_steps``) are made of: a study asks for them many
+# times (each target, each alternative fit), and every column of a wide group would be copied.
+SETTING_INPUTS = (
+    "status",
+    "lr_rule",
+    "lr_exponent",
+    PEAK_LR_KEY,
+    "steps_to_target",
+    "base_batch",
+    "total_steps",
+    *data.TRAJECTORY_KEY,  # global_batch, seed, peak_lr, warmup_epochs, schedule, base_lr
+)
+
+
+def setting_runs(group: pd.DataFrame) -> pd.DataFrame:
+    """``finished_runs`` of ``group`` with only the columns the settings are made of."""
+    return finished_runs(group[[c for c in dict.fromkeys(SETTING_INPUTS) if c in group]])
+
+
 def settings_table(group: pd.DataFrame) -> pd.DataFrame:
     """Per LR setting and global batch: the censored median steps over seeds (``steps``, inf
     when half the seeds or more missed), ``seeds`` and how many ``reached`` the target, the
     setting's ``peak_lr`` and the budget in steps (``budget_steps``)."""
-    runs = finished_runs(group)
+    runs = setting_runs(group)
     if runs.empty:
         return pd.DataFrame(columns=SETTINGS_COLUMNS)
     rows = []
@@ -226,7 +245,7 @@ def untuned(best: pd.DataFrame) -> pd.DataFrame:
 
 def seed_steps(group: pd.DataFrame) -> dict[tuple[str, int], np.ndarray]:
     """Per (setting, global batch): every seed's steps (``NEVER`` where it missed)."""
-    runs = finished_runs(group)
+    runs = setting_runs(group)
     return {
         (setting, int(batch)): grp["steps"].to_numpy(float)
         for (setting, batch), grp in runs[["setting", "global_batch", "steps"]].groupby(

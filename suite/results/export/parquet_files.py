@@ -25,6 +25,7 @@ from dpsuite.results import owned, schema
 from dpsuite.results.export.parquet_overlap import refuse_overlap
 from dpsuite.results.export.tree import ExportRun, require
 from dpsuite.results.load import described, load_comm_bench, runs_frame
+from dpsuite.results.run_csvs import joint_rows, repeated
 
 # pandas' inferred kinds that Parquet stores as they are; anything else becomes JSON text
 PLAIN_KINDS = {"string", "empty", "boolean", "integer", "floating", "mixed-integer-float"}
@@ -32,15 +33,18 @@ PLAIN_KINDS = {"string", "empty", "boolean", "integer", "floating", "mixed-integ
 
 def per_run_rows(runs: list[ExportRun], which: str) -> pd.DataFrame:
     """Every run's epochs or steps, one frame, each row with its run_id and group."""
-    kept = [run for run in runs if not getattr(run, which).empty]
+    reads = [getattr(run, f"{which}_read") for run in runs]
+    kept = [(run, read) for run, read in zip(runs, reads, strict=True) if not read.empty]
     if not kept:
         return pd.DataFrame()
-    frame = joined([getattr(run, which) for run in kept])
+    # the rows as parsed together, when they were: never cut into runs to be joined again
+    frame = joint_rows(reads)
+    if frame is None:
+        frame = joined([read.frame for _, read in kept])
     # labelled once, not run by run: over thousands of runs each column set costs more
-    lengths = [len(getattr(run, which)) for run in kept]
+    lengths = [read.rows for _, read in kept]
     for name in ("run_id", "group"):
-        values = np.array([getattr(run, name) for run in kept], dtype=object)
-        frame[name] = np.repeat(values, lengths)
+        frame[name] = repeated([getattr(run, name) for run, _ in kept], lengths)
     return frame
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from dpsuite.errors import UserError
 from dpsuite.results.load import epochs_of, steps_of, trusted_runs
+from dpsuite.results.run_csvs import Read
 from dpsuite.results.store import effective_status
 
 
@@ -26,8 +27,16 @@ class ExportRun:
     group: str  # the sweep: the run directory's parent, relative to the exported tree
     run_dir: Path
     record: dict[str, Any]
-    epochs: pd.DataFrame
-    steps: pd.DataFrame
+    epochs_read: Read  # its epochs.csv as read with every run's (frame and warnings)
+    steps_read: Read
+
+    @property
+    def epochs(self) -> pd.DataFrame:
+        return self.epochs_read.frame
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        return self.steps_read.frame
 
     @property
     def config(self) -> dict[str, Any]:
@@ -106,8 +115,8 @@ def read_runs(root: Path) -> list[ExportRun]:
                 group=group_of(run_dir, root),
                 run_dir=run_dir,
                 record=record,
-                epochs=epochs.frame,
-                steps=steps.frame,
+                epochs_read=epochs,
+                steps_read=steps,
             )
         )
     return runs
