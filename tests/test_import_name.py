@@ -80,7 +80,7 @@ def run_in(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_a_team_repo_with_its_own_suite_and_workloads_runs_dpsuite(tmp_path, data_cache):
+def test_a_team_repo_with_its_own_suite_and_workloads_runs_dpsuite(tmp_path):
     team = team_repo(tmp_path / "team")
     results = tmp_path / "results"
     done = run_in(
