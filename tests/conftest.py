@@ -48,6 +48,15 @@ def pytest_collection_modifyitems(config, items):
 SMALL = ["workload.num_samples=2000"]
 
 
+@pytest.fixture(autouse=True)
+def fresh_meta_measurements():
+    """Each test starts without the meta-device measurements an earlier test left in this
+    process (a test may patch one workload instance of a class another test measured)."""
+    from dpsuite.measure import memory_estimate
+
+    memory_estimate.forget_measurements()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def data_cache(tmp_path_factory) -> Path:
     """Keep generated datasets out of the user's cache; shared by the whole test session, and

@@ -164,3 +164,14 @@ def test_a_workload_without_a_sample_shape_says_its_activations_are_not_estimate
     est = memory_estimate.estimate(workload, 8, "fp32", 1, 1, False, 0)
     assert est.activation_rule == "none" and est.parts["activations"] == 0
     assert "activations not estimated" in memory_check.describe(est)
+
+
+def test_points_of_a_sweep_measure_one_model_config_on_the_meta_device_once(monkeypatch):
+    cls = lookup("mnist1d_mlp")
+    builds = []
+    build = cls.build_model
+    monkeypatch.setattr(cls, "build_model", lambda self: builds.append(1) or build(self))
+    first = [memory_estimate.measured_activation_bytes(cls(cls.Config()), b) for b in (8, 8, 16)]
+    again = memory_estimate.measured_activation_bytes(cls(cls.Config(num_samples=2000)), 8)
+    assert first[0] == first[1] == again and first[2] > first[0]
+    assert len(builds) == 3  # batch 8 once, batch 16, and the config that differs

@@ -46,8 +46,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -61,6 +62,29 @@ LOGIT_COPIES = 4
 EVAL_COPIES = 4  # an evaluation forward: a layer's input, output and workspace, at its largest
 DATA_ELEMENT_BYTES = 4  # float32 inputs (uint8 images are counted high)
 META_LIMIT_S = 60.0  # a model built, and run once, on the meta device allocates nothing
+
+T = TypeVar("T")
+# What the meta device told, per model config and batch, for the life of the process: a sweep's
+# points share a few models and batches, and each meta build or forward costs 0.1-1 s (a plugin
+# that hangs there, up to META_LIMIT_S).
+_MEASURED: dict[tuple, object] = {}
+
+
+def forget_measurements() -> None:
+    """Drop what ``measured_once`` kept (a model's code changed within this process)."""
+    _MEASURED.clear()
+
+
+def measured_once(kind: str, workload: Workload, batch: int, compute: Callable[[], T]) -> T:
+    """``compute()`` for this workload's model config at ``batch``, computed once per process."""
+    try:
+        config = repr(workload.config)
+    except Exception:  # a plugin's config that cannot say what it is: measured every time
+        return compute()
+    key = (kind, type(workload).__module__, type(workload).__qualname__, config, batch)
+    if key not in _MEASURED:
+        _MEASURED[key] = compute()
+    return _MEASURED[key]  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -92,10 +116,13 @@ def parameter_count(workload: Workload) -> int:
         with torch.device("meta"):  # a thread's own mode: entered in the contained thread
             return sum(p.numel() for p in workload.build_model().parameters())
 
-    try:
-        return call_contained(count, META_LIMIT_S, "meta-model")
-    except Escaped:
-        return 0
+    def contained_count() -> int:
+        try:
+            return call_contained(count, META_LIMIT_S, "meta-model")
+        except Escaped:
+            return 0
+
+    return measured_once("parameters", workload, 0, contained_count)
 
 
 def transformer_activation_elements(dims, batch: int) -> int:
@@ -140,10 +167,13 @@ def measured_activation_bytes(workload: Workload, batch: int) -> int | None:
             saved += t.numel() * t.element_size()
         return t
 
-    out = _meta_forward(
-        workload, batch, lambda _: torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
-    )
-    return None if out is None else saved + out.numel() * out.element_size()
+    def measure() -> int | None:
+        out = _meta_forward(
+            workload, batch, lambda _: torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+        )
+        return None if out is None else saved + out.numel() * out.element_size()
+
+    return measured_once("train-activations", workload, batch, measure)
 
 
 @contextlib.contextmanager
@@ -166,9 +196,13 @@ def _largest_output(model: nn.Module, found: list[int]) -> Iterator[None]:
 def measured_eval_bytes(workload: Workload, batch: int) -> int | None:
     """What an evaluation forward at ``batch`` holds at once: EVAL_COPIES x its largest
     module output (no graph is kept, but a layer's input, output and workspace coexist)."""
-    found: list[int] = []
-    out = _meta_forward(workload, batch, lambda model: _largest_output(model, found))
-    return None if out is None or not found else EVAL_COPIES * max(found)
+
+    def measure() -> int | None:
+        found: list[int] = []
+        out = _meta_forward(workload, batch, lambda model: _largest_output(model, found))
+        return None if out is None or not found else EVAL_COPIES * max(found)
+
+    return measured_once("eval-activations", workload, batch, measure)
 
 
 def data_bytes(workload: Workload) -> int:
