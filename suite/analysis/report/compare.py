@@ -393,16 +393,7 @@ def build_compare(
     if len(ratios):
         report.lead_tables.append(ratio_lead_table(ratios, max_spread))
         owned.write(out / "ratios.csv", ratios.to_csv(index=False))
-    figs = FigureWriter(out)
-    for topic, part in (
-        (scaling_section.TOPIC, scaling_part(runs, sides)),
-        (comm_section.TOPIC, comm_part(comm, sides)),
-    ):
-        for plot in part.plots:
-            figs.add(plot)
-        report.findings += part.findings
-        report.file(topic)
-    report.figures = figs.figures
+    add_sections(report, runs, comm, sides, out)
     report.warnings = [w for t in trees for w in t.warnings]
     summary = data.summary_frame(runs) if not runs.empty else pd.DataFrame(columns=["machine"])
     units = data.shared_units(trees) if not runs.empty else None
@@ -419,6 +410,22 @@ def build_compare(
         pairing=pairing,
         described=described_pairs(runs, pairing),
     )
+
+
+def add_sections(
+    report: render.Report, runs: pd.DataFrame, comm: pd.DataFrame, sides: list[str], out: Path
+) -> None:
+    """The scaling and all-reduce sections, side by side: their plots, findings and topics."""
+    figs = FigureWriter(out)
+    for topic, part in (
+        (scaling_section.TOPIC, scaling_part(runs, sides)),
+        (comm_section.TOPIC, comm_part(comm, sides)),
+    ):
+        for plot in part.plots:
+            figs.add(plot)
+        report.findings += part.findings
+        report.file(topic)
+    report.figures = figs.figures
 
 
 # What a configuration is: never a side of a comparison.
