@@ -27,6 +27,7 @@ import pandas as pd
 
 from dpsuite.analysis.scaling.allreduce_cost import NCCL_MODEL_VERSION, Library, parse_version
 from dpsuite.analysis.scaling.compute import fit_compute_model
+from dpsuite.analysis.scaling.measured_bandwidth import from_bench
 from dpsuite.analysis.scaling.model import (
     BYTES_PER_PARAM,
     DEFAULT_BUCKET_MB,
@@ -52,7 +53,7 @@ def _relative_lstsq(design: np.ndarray, y: np.ndarray, t: np.ndarray) -> Link:
     return Link(alpha, 1 / beta if beta > 0 else math.inf)
 
 
-def _usable(bench: pd.DataFrame) -> pd.DataFrame:
+def usable_rows(bench: pd.DataFrame) -> pd.DataFrame:
     """Error-free multi-rank all-reduce rows; oversubscribed benches only when there is nothing
     else."""
     collective = bench.get("collective", pd.Series("all_reduce", index=bench.index))
@@ -89,7 +90,7 @@ def fit_inter_link(rows: pd.DataFrame, intra: Link) -> Link:
 
 def fit_topology(bench: pd.DataFrame, profile: Topology | None = None) -> Topology:
     """The links this machine's comm-bench measured; the profile's (if any) for the rest."""
-    rows = _usable(bench) if not bench.empty else bench
+    rows = usable_rows(bench) if not bench.empty else bench
     if rows.empty:
         if profile is None:
             raise ValueError("no error-free multi-rank comm-bench rows to fit the links to")
@@ -122,9 +123,14 @@ def _oversubscribed(runs: pd.DataFrame) -> pd.Series:
 
 
 def fit_from_results(
-    runs: pd.DataFrame, bench: pd.DataFrame, profile: Topology | None = None
+    runs: pd.DataFrame,
+    bench: pd.DataFrame,
+    profile: Topology | None = None,
+    per_size: bool = False,
 ) -> ScalingModel:
-    """Fit on one (hardware, workload) slice of results."""
+    """Fit on one (hardware, workload) slice of results; ``per_size``: each all-reduce read
+    off comm-bench's bus bandwidth at its message size (``measured_bandwidth``), not the fitted
+    links."""
     ddp = _allreduce_runs(runs)
     params = float(ddp["num_params"].dropna().iloc[0])
     precision = str(ddp["precision"].dropna().iloc[0]) if "precision" in ddp else "fp32"
@@ -137,6 +143,9 @@ def fit_from_results(
     measured = ["compute", "links"] if topology is not profile else ["compute"]
     if topology.inter is not None and (profile is None or topology.inter is not profile.inter):
         measured.append("network")  # comm-bench ran across nodes
+    bandwidth = from_bench(usable_rows(bench)) if per_size and not bench.empty else None
+    if bandwidth is not None:
+        measured.append("bandwidth per size")
     return ScalingModel(
         topology=topology,
         compute=fit_compute_model(ddp[ddp["workers"] == 1]),
@@ -148,6 +157,7 @@ def fit_from_results(
         overheads=Overheads(step_samples=samples),
         measured=(*measured, *(["straggler jitter"] if samples else [])),
         grad_element_bytes=per_param,
+        bandwidth=bandwidth,
     )
 
 
@@ -249,9 +259,13 @@ class Fit:
 
 
 def fit_all(
-    runs: pd.DataFrame, bench: pd.DataFrame, profile: Topology | None = None
+    runs: pd.DataFrame,
+    bench: pd.DataFrame,
+    profile: Topology | None = None,
+    per_size: bool = False,
 ) -> tuple[list[Fit], list[str]]:
-    """A model per (hardware, workload) that has workers=1 runs and comm-bench results.
+    """A model per (hardware, workload) that has workers=1 runs and comm-bench results
+    (``per_size``: `fit_from_results`'s).
 
     Returns the fits and a list of reasons for the slices that could not be fitted.
     """
@@ -266,7 +280,7 @@ def fit_all(
             skipped.append(f"{hw}/{workload}: no comm-bench results for this machine")
             continue
         try:
-            model = fit_from_results(grp, hw_bench, profile)
+            model = fit_from_results(grp, hw_bench, profile, per_size)
         except (ValueError, IndexError, KeyError) as exc:
             skipped.append(f"{hw}/{workload}: {exc}")
             continue
