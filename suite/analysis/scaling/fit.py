@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from dpsuite.analysis.scaling import measurement_caveats
 from dpsuite.analysis.scaling.allreduce_cost import NCCL_MODEL_VERSION, Library, parse_version
 from dpsuite.analysis.scaling.compute import fit_compute_model
 from dpsuite.analysis.scaling.measured_bandwidth import from_bench
@@ -256,6 +257,7 @@ class Fit:
     workload: str
     model: ScalingModel
     validation: pd.DataFrame
+    caveats: tuple[str, ...] = ()  # what its measurements share or lack (measurement_caveats)
 
 
 def fit_all(
@@ -284,5 +286,6 @@ def fit_all(
         except (ValueError, IndexError, KeyError) as exc:
             skipped.append(f"{hw}/{workload}: {exc}")
             continue
-        fits.append(Fit(str(hw), str(workload), model, validate(model, grp)))
+        found = measurement_caveats.caveats(grp, hw_bench)
+        fits.append(Fit(str(hw), str(workload), model, validate(model, grp), found))
     return fits, skipped

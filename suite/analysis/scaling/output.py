@@ -95,6 +95,7 @@ def format_validation(validation: pd.DataFrame) -> list[str]:
 def format_fit(fit: Fit, batch: int, workers: list[int], baseline: int = 1) -> str:
     lines = [f"== {fit.hardware} / {fit.workload}", *describe_model(fit)]
     lines += bandwidth_table.format_bandwidth_table(fit.model, max(workers, default=2))
+    lines += [f"   caveat: {text}" for text in fit.caveats]
     lines += format_validation(fit.validation)
     lines += skill.format_validation_skill(fit.validation)
     reach = (
