@@ -1,0 +1,134 @@
+"""Predicted vs measured 2-node step time on two test nodes pinned to cores of their own (root):
+
+    python -m tests.cluster.two_node_prediction [OUT] [--repeats 3]
+
+Two network namespaces joined by a 1 Gbit/s veth link (``pinned_nodes``), node 1 on CPU 0, node
+2 on CPU 1. For each workload (tiny_gpt, mnist1d_mlp; one worker thread each) it runs, in turn,
+1 node x 1 worker (on node 1) and 2 nodes x 1 worker, ``--repeats`` times, then `dpsuite
+predict` fed by the 1-node runs and by comm-bench over the veth link (and on one node, for the
+link inside one, which a node of one rank never uses) predicts the 2-node step: the 2-node runs
+are kept out of what predict reads. Prints predict's own output (its caveats among it), then
+the predicted vs measured medians, the error, where the difference lies (the exposed
+communication the runs measured vs the model's) and the host's load average at each start.
+Stops exactly what it started: its processes, the namespaces and their link.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from tests.cluster.pinned_nodes import PinnedNodes
+
+TAG = "pinned-two-node"
+WORKLOADS = {"tiny_gpt": 40, "mnist1d_mlp": 300}  # max_steps: 10+ s of steps each
+TIMEOUT_S = 600
+BENCH = ["--sizes", "4K:32M", "-f", "2", "-w", "2", "-n", "8", "--tag", TAG]
+
+
+def dpsuite(*args: str) -> list[str]:
+    return [sys.executable, "-m", "dpsuite", *args]
+
+
+def run_args(workload: str, workers: int, results_dir: Path) -> list[str]:
+    steps = WORKLOADS[workload]
+    return dpsuite(
+        "run", f"workload={workload}", f"workers={workers}", "threads_per_worker=1",
+        f"train.max_steps={steps}", f"hardware.tag={TAG}", f"results_dir={results_dir}",
+    )  # fmt: skip
+
+
+def measure(out: Path, repeats: int) -> list[float]:
+    """The comm-benches, then each workload's 1-node and 2-node runs in turn; the host's load
+    average at the start of each."""
+    loads = []
+    fit_dir, measured_dir, logs = out / "fit", out / "measured", out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with PinnedNodes() as nodes:
+        loads.append(os.getloadavg()[0])
+        nodes.run_on_both(dpsuite("comm-bench", *BENCH, "--results-dir", str(fit_dir)),
+                          TIMEOUT_S, logs / "comm-bench-across")  # fmt: skip
+        # the link inside one node: two ranks on the host's two cores (a node of one rank
+        # never uses it, but the fit asks for it)
+        with open(logs / "comm-bench-one-node.log", "w") as log:
+            subprocess.run(
+                dpsuite("comm-bench", "--workers", "2", *BENCH, "--results-dir", str(fit_dir)),
+                check=True, stdout=log, stderr=subprocess.STDOUT, timeout=TIMEOUT_S,
+            )  # fmt: skip
+        for repeat in range(repeats):
+            for workload in WORKLOADS:
+                loads.append(os.getloadavg()[0])
+                with open(logs / f"{workload}-1node-{repeat}.log", "w") as log:
+                    one = nodes.popen(0, run_args(workload, 1, fit_dir), stdout=log,
+                                      stderr=subprocess.STDOUT)  # fmt: skip
+                    if one.wait(timeout=TIMEOUT_S) != 0:
+                        raise RuntimeError(f"{workload} on one node failed (log: {log.name})")
+                loads.append(os.getloadavg()[0])
+                nodes.run_on_both(run_args(workload, 2, measured_dir), TIMEOUT_S,
+                                  logs / f"{workload}-2nodes-{repeat}")  # fmt: skip
+    assert not nodes.leftovers(), nodes.leftovers()
+    return loads
+
+
+def predicted(out: Path) -> pd.DataFrame:
+    """`dpsuite predict` on the 1-node runs and the comm-benches, its output printed."""
+    from dpsuite import results
+
+    batch = int(results.load(out / "fit")["per_worker_batch"].iloc[0])
+    done = subprocess.run(
+        dpsuite("predict", str(out / "fit"), "--workers", "1,2", "--batch", str(batch),
+                "--out", str(out / "prediction")),
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    print(done.stdout)
+    return pd.read_csv(out / "prediction" / "predictions.csv")
+
+
+def report(out: Path, loads: list[float]) -> None:
+    from dpsuite import results
+
+    pred = predicted(out)
+    one, two = results.load(out / "fit"), results.load(out / "measured")
+    print("workload      1 node ms  2 nodes: predicted ms  measured ms (median; each)      "
+          "error   exposed comm predicted / measured ms")  # fmt: skip
+    for workload in WORKLOADS:
+        p = pred[(pred["workload"] == workload) & (pred["workers"] == 2)].iloc[0]
+        runs = two[two["workload"] == workload]
+        steps = sorted(runs["step_time_s"] * 1e3)
+        measured = statistics.median(steps)
+        single = statistics.median(one[one["workload"] == workload]["step_time_s"] * 1e3)
+        exposed = statistics.median(runs["exposed_comm_s"].dropna() * 1e3)
+        error = 100 * (p.step_time_s * 1e3 - measured) / measured
+        each = ", ".join(f"{s:.1f}" for s in steps)
+        print(
+            f"{workload:<12} {single:9.2f}  {p.step_time_s * 1e3:21.2f}  {measured:9.2f} ({each})"
+            f"  {error:+6.1f} %  {p.exposed_comm_s * 1e3:8.2f} / {exposed:.2f}"
+        )
+    print(
+        f"load average (1 min) at each start: median {statistics.median(loads):.2f}, "
+        f"min {min(loads):.2f}, max {max(loads):.2f} on {os.cpu_count()} cores"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", nargs="?", help="results here (default: a temporary directory)")
+    parser.add_argument("--repeats", type=int, default=3)
+    a = parser.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("two_node_prediction: needs root (network namespaces)")
+    out = Path(a.out or tempfile.mkdtemp(prefix="dpsuite-pinned-"))
+    loads = measure(out, a.repeats)
+    report(out, loads)
+    print(f"results: {out}")
+
+
+if __name__ == "__main__":
+    main()
