@@ -37,11 +37,13 @@ def dpsuite(*args: str) -> list[str]:
     return [sys.executable, "-m", "dpsuite", *args]
 
 
-def run_args(workload: str, workers: int, results_dir: Path) -> list[str]:
+def run_args(workload: str, workers: int, repeat: int, results_dir: Path) -> list[str]:
+    """A run of ``workload``; ``repeat`` makes each repeat a run of its own (its own run id)."""
     steps = WORKLOADS[workload]
     return dpsuite(
         "run", f"workload={workload}", f"workers={workers}", "threads_per_worker=1",
-        f"train.max_steps={steps}", f"hardware.tag={TAG}", f"results_dir={results_dir}",
+        f"train.max_steps={steps}", f"repeat={repeat}", f"hardware.tag={TAG}",
+        f"results_dir={results_dir}",
     )  # fmt: skip
 
 
@@ -66,12 +68,12 @@ def measure(out: Path, repeats: int) -> list[float]:
             for workload in WORKLOADS:
                 loads.append(os.getloadavg()[0])
                 with open(logs / f"{workload}-1node-{repeat}.log", "w") as log:
-                    one = nodes.popen(0, run_args(workload, 1, fit_dir), stdout=log,
+                    one = nodes.popen(0, run_args(workload, 1, repeat, fit_dir), stdout=log,
                                       stderr=subprocess.STDOUT)  # fmt: skip
                     if one.wait(timeout=TIMEOUT_S) != 0:
                         raise RuntimeError(f"{workload} on one node failed (log: {log.name})")
                 loads.append(os.getloadavg()[0])
-                nodes.run_on_both(run_args(workload, 2, measured_dir), TIMEOUT_S,
+                nodes.run_on_both(run_args(workload, 2, repeat, measured_dir), TIMEOUT_S,
                                   logs / f"{workload}-2nodes-{repeat}")  # fmt: skip
     assert not nodes.leftovers(), nodes.leftovers()
     return loads
@@ -91,25 +93,41 @@ def predicted(out: Path) -> pd.DataFrame:
     return pd.read_csv(out / "prediction" / "predictions.csv")
 
 
+def _median_ms(values: pd.Series) -> float:
+    values = values.dropna()
+    return statistics.median(values * 1e3) if len(values) else float("nan")
+
+
 def report(out: Path, loads: list[float]) -> None:
+    """Predicted vs measured 2-node step per workload, and where they part: the compute a
+    2-node rank measured (vs one node's, and the model's compute and wait) and the exposed
+    communication (measured vs the model's)."""
     from dpsuite import results
 
     pred = predicted(out)
     one, two = results.load(out / "fit"), results.load(out / "measured")
-    print("workload      1 node ms  2 nodes: predicted ms  measured ms (median; each)      "
-          "error   exposed comm predicted / measured ms")  # fmt: skip
+    print("2 nodes x 1 worker, medians over the repeats (ms):")
     for workload in WORKLOADS:
         p = pred[(pred["workload"] == workload) & (pred["workers"] == 2)].iloc[0]
-        runs = two[two["workload"] == workload]
+        runs, single = two[two["workload"] == workload], one[one["workload"] == workload]
         steps = sorted(runs["step_time_s"] * 1e3)
         measured = statistics.median(steps)
-        single = statistics.median(one[one["workload"] == workload]["step_time_s"] * 1e3)
-        exposed = statistics.median(runs["exposed_comm_s"].dropna() * 1e3)
         error = 100 * (p.step_time_s * 1e3 - measured) / measured
         each = ", ".join(f"{s:.1f}" for s in steps)
         print(
-            f"{workload:<12} {single:9.2f}  {p.step_time_s * 1e3:21.2f}  {measured:9.2f} ({each})"
-            f"  {error:+6.1f} %  {p.exposed_comm_s * 1e3:8.2f} / {exposed:.2f}"
+            f"  {workload}: predicted {p.step_time_s * 1e3:.2f}, measured {measured:.2f} "
+            f"({each}), error {error:+.1f} %; 1 node measured "
+            f"{_median_ms(single['step_time_s']):.2f} ({len(single)} runs)"
+        )
+        print(
+            f"    compute: predicted {p.compute_s * 1e3:.2f} + wait for the slower rank "
+            f"{p.straggler_wait_s * 1e3:.2f}; measured on 2 nodes "
+            f"{_median_ms(runs['compute_time_s']):.2f} (1 node "
+            f"{_median_ms(single['compute_time_s']):.2f})"
+        )
+        print(
+            f"    exposed communication: predicted {p.exposed_comm_s * 1e3:.2f} (all-reduce "
+            f"{p.comm_s * 1e3:.2f}), measured {_median_ms(runs['exposed_comm_s']):.2f}"
         )
     print(
         f"load average (1 min) at each start: median {statistics.median(loads):.2f}, "
