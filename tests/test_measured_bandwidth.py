@@ -20,7 +20,9 @@ ONE_NODE = {1 * MIB: 1.0, 4 * MIB: 3.0, 16 * MIB: 4.0}
 ACROSS = {1 * MIB: 0.05, 16 * MIB: 0.1}
 
 
-def write_bench(root, name: str, busbw: dict, world: int = 2, per_host: int = 2) -> None:
+def write_bench(
+    root, name: str, busbw: dict, world: int = 2, per_host: int = 2, **hardware
+) -> None:
     """A comm_bench.csv (and its json) whose rows are ``busbw`` at ``world`` ranks."""
     rows = []
     for size, gbps in busbw.items():
@@ -40,7 +42,11 @@ def write_bench(root, name: str, busbw: dict, world: int = 2, per_host: int = 2)
         "bench_id": name,
         "world_size": world,
         "backend": "gloo",
-        "hardware": {**trees.hardware("box-a", "box-a"), "workers_per_host": per_host},
+        "hardware": {
+            **trees.hardware("box-a", "box-a"),
+            "workers_per_host": per_host,
+            **hardware,
+        },
     }
     results.write_comm_bench(root / "comm_bench" / name, meta, rows)
 
@@ -137,3 +143,16 @@ def test_an_unusable_comm_bench_file_is_one_error_line(tmp_path, dpsuite, capfd)
     assert len(err) == 1, err
     assert err[0].startswith("dpsuite: error: --comm-bench ")
     assert "skipping unreadable comm-bench result" in err[0] and "w2" in err[0]
+
+
+def test_planning_on_benches_across_nodes_of_one_host_says_so(tmp_path, dpsuite, capsys):
+    write_bench(tmp_path / "bench", "w2", ACROSS, per_host=1, kernels=1, cpus_usable=1)
+    args = ["predict", *PLAN, "--workers", "1,16", "--comm-bench", str(tmp_path / "bench")]
+    assert dpsuite(*args) == 0
+    text = capsys.readouterr().out
+    [caveat] = [line for line in text.splitlines() if line.startswith("   caveat: ")]
+    assert "one host (one kernel)" in caveat and "pinned to 1 of the host's 8 cores" in caveat
+    [row] = [line for line in text.splitlines() if "3.81 MiB    x1" in line]
+    # one rank a node, as benched; across nodes 4e6 bytes between 1 and 16 MiB, in log-size
+    across = 0.05 + 0.05 * math.log(4e6 / MIB) / math.log(16)
+    assert row.endswith(f"{across:.3g} (measured, interpolated)")

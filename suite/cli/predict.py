@@ -334,7 +334,8 @@ def _planned(a: argparse.Namespace, opts: ModelOptions, profile: Profile | None)
         params = float(sum(opts.tensors.numels))  # the tensors are the model counted
     planned = plan.resolve_workload(runs, a.workload, params, a.flops_per_sample)
     predict_bounds.check_buckets(planned.params, a.bucket_mb)
-    profile, links, bandwidth = measured_links(a.comm_bench, profile)
+    network = measured_links(a.comm_bench, profile)
+    profile = network.profile
     lib = options.profile_library(opts, profile.nccl_ll128)
     node = options.node_runs(opts)
     if node is not None:
@@ -352,9 +353,10 @@ def _planned(a: argparse.Namespace, opts: ModelOptions, profile: Profile | None)
         overheads=options.overheads(opts, profile.topology.gpus_per_node),
         nccl_channels=options.nccl_channels(opts, profile),
     )
-    m = planned_fit.model
-    measured = (*m.measured, *links, *(["bandwidth per size"] if bandwidth else []))
-    return replace(planned_fit, model=replace(m, measured=measured, bandwidth=bandwidth))
+    m, per_size = planned_fit.model, network.bandwidth
+    measured = (*m.measured, *network.links, *(["bandwidth per size"] if per_size else []))
+    model = replace(m, measured=measured, bandwidth=per_size)
+    return replace(planned_fit, model=model, caveats=network.caveats)
 
 
 def _fitted(a: argparse.Namespace, opts: ModelOptions, profile: Profile | None) -> list[Fit]:

@@ -8,22 +8,30 @@ from __future__ import annotations
 import warnings
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 from dpsuite import results
-from dpsuite.analysis.scaling import fit
+from dpsuite.analysis.scaling import fit, measurement_caveats
 from dpsuite.analysis.scaling.measured_bandwidth import MeasuredBandwidth, from_bench
 from dpsuite.analysis.scaling.profiles import Profile
 from dpsuite.errors import UserError
 
 
-def measured_links(
-    folder: str | None, profile: Profile
-) -> tuple[Profile, tuple[str, ...], MeasuredBandwidth | None]:
-    """The profile with the links ``folder``'s comm-bench measured, which were measured:
-    "links" (one node) and "network" (across nodes), and the bus bandwidth per message size it
-    measured."""
+class MeasuredNetwork(NamedTuple):
+    """The profile with the links comm-bench measured, which were measured ("links": one node,
+    "network": across nodes), the bus bandwidth it measured per message size, and the caveats
+    of where it measured (``measurement_caveats``)."""
+
+    profile: Profile
+    links: tuple[str, ...] = ()
+    bandwidth: MeasuredBandwidth | None = None
+    caveats: tuple[str, ...] = ()
+
+
+def measured_links(folder: str | None, profile: Profile) -> MeasuredNetwork:
+    """The network as ``folder``'s comm-bench measured it, on ``profile``'s hardware."""
     if folder is None:
-        return profile, (), None
+        return MeasuredNetwork(profile)
     if not Path(folder).is_dir():
         raise UserError(f"--comm-bench: results directory not found: {folder}")
     with warnings.catch_warnings(record=True) as skipped:
@@ -41,4 +49,9 @@ def measured_links(
         raise UserError(f"--comm-bench {folder}: {exc}") from None
     across = topology.inter is not profile.topology.inter
     links = ("links", "network") if across else ("links",)
-    return replace(profile, topology=topology), links, from_bench(usable)
+    return MeasuredNetwork(
+        replace(profile, topology=topology),
+        links,
+        from_bench(usable),
+        tuple(measurement_caveats.bench_caveats(usable)),
+    )
