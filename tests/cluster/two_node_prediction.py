@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -79,18 +80,50 @@ def measure(out: Path, repeats: int) -> list[float]:
     return loads
 
 
-def predicted(out: Path) -> pd.DataFrame:
-    """`dpsuite predict` on the 1-node runs and the comm-benches, its output printed."""
+def predicted(fit_dir: Path, out: Path, show: bool = True) -> pd.DataFrame:
+    """`dpsuite predict` on ``fit_dir``'s 1-node runs and comm-benches (its output printed
+    where ``show``), its predictions."""
     from dpsuite import results
 
-    batch = int(results.load(out / "fit")["per_worker_batch"].iloc[0])
+    batch = int(results.load(fit_dir)["per_worker_batch"].iloc[0])
     done = subprocess.run(
-        dpsuite("predict", str(out / "fit"), "--workers", "1,2", "--batch", str(batch),
-                "--out", str(out / "prediction")),
+        dpsuite("predict", str(fit_dir), "--workers", "1,2", "--batch", str(batch),
+                "--out", str(out)),
         capture_output=True, text=True, check=True,
     )  # fmt: skip
-    print(done.stdout)
-    return pd.read_csv(out / "prediction" / "predictions.csv")
+    if show:
+        print(done.stdout)
+    return pd.read_csv(out / "predictions.csv")
+
+
+def paired_errors(out: Path, one: pd.DataFrame, two: pd.DataFrame) -> dict[str, list[float]]:
+    """Each 2-node run against predict fed by the 1-node run just before it (same repeat) and
+    the comm-benches: the host's load drifts over minutes, and a pair is minutes apart at most.
+    Error in % per repeat, per workload."""
+    errors: dict[str, list[float]] = {w: [] for w in WORKLOADS}
+    for repeat in sorted(two["repeat"].unique()):
+        alone = out / "paired" / f"r{repeat}"
+        shutil.copytree(out / "fit" / "comm_bench", alone / "comm_bench", dirs_exist_ok=True)
+        for run in one[one["repeat"] == repeat]["run_dir"]:
+            shutil.copytree(run, alone / Path(run).name, dirs_exist_ok=True)
+        pred = predicted(alone, alone / "prediction", show=False)
+        for workload in WORKLOADS:
+            p = pred[(pred["workload"] == workload) & (pred["workers"] == 2)]["step_time_s"]
+            m = two[(two["workload"] == workload) & (two["repeat"] == repeat)]["step_time_s"]
+            if len(p) and len(m):
+                errors[workload].append(100 * (p.iloc[0] - m.iloc[0]) / m.iloc[0])
+    return errors
+
+
+def rank_parts(run_dirs: pd.Series) -> tuple[float, float]:
+    """Medians over the runs' steps (ms): the slower rank's compute, and the wait of a rank for
+    its peer (steps_by_rank.csv)."""
+    compute, wait = [], []
+    for run_dir in run_dirs:
+        steps = pd.read_csv(Path(run_dir) / "steps_by_rank.csv")
+        compute.extend(steps.groupby("step")["compute_s"].max() * 1e3)
+        wait.extend(steps.groupby("step")["peer_wait_s"].max() * 1e3)
+    return statistics.median(compute), statistics.median(wait)
 
 
 def _median_ms(values: pd.Series) -> float:
@@ -104,8 +137,9 @@ def report(out: Path, loads: list[float]) -> None:
     communication (measured vs the model's)."""
     from dpsuite import results
 
-    pred = predicted(out)
+    pred = predicted(out / "fit", out / "prediction")
     one, two = results.load(out / "fit"), results.load(out / "measured")
+    paired = paired_errors(out, one, two)
     print("2 nodes x 1 worker, medians over the repeats (ms):")
     for workload in WORKLOADS:
         p = pred[(pred["workload"] == workload) & (pred["workers"] == 2)].iloc[0]
@@ -119,15 +153,20 @@ def report(out: Path, loads: list[float]) -> None:
             f"({each}), error {error:+.1f} %; 1 node measured "
             f"{_median_ms(single['step_time_s']):.2f} ({len(single)} runs)"
         )
+        compute, peer_wait = rank_parts(runs["run_dir"])
         print(
             f"    compute: predicted {p.compute_s * 1e3:.2f} + wait for the slower rank "
-            f"{p.straggler_wait_s * 1e3:.2f}; measured on 2 nodes "
-            f"{_median_ms(runs['compute_time_s']):.2f} (1 node "
-            f"{_median_ms(single['compute_time_s']):.2f})"
+            f"{p.straggler_wait_s * 1e3:.2f}; measured on 2 nodes: the slower rank's compute "
+            f"{compute:.2f}, the other's wait for it {peer_wait:.2f}"
         )
         print(
             f"    exposed communication: predicted {p.exposed_comm_s * 1e3:.2f} (all-reduce "
             f"{p.comm_s * 1e3:.2f}), measured {_median_ms(runs['exposed_comm_s']):.2f}"
+        )
+        pairs = paired[workload]
+        print(
+            f"    paired (each 2-node run vs predict fed by its repeat's 1-node run): error "
+            f"median {statistics.median(pairs):+.1f} % ({', '.join(f'{e:+.0f}' for e in pairs)})"
         )
     print(
         f"load average (1 min) at each start: median {statistics.median(loads):.2f}, "
