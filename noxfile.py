@@ -135,8 +135,8 @@ def wheel(session: nox.Session) -> None:
 @nox.session
 def cluster(session: nox.Session) -> None:
     """The tests marked `slurm` on a real single-host SLURM, and those marked `multinode` on a
-    two-node SLURM with its own network (tests/cluster/slurm2.sh, started and torn down by
-    the tests themselves).
+    two-node SLURM with its own network (tests/cluster/slurm2.sh) or on two nodes pinned to a
+    core each (tests/cluster/pinned_nodes.py), started and torn down by the tests themselves.
 
     Needs root on a Debian-like machine: tests/cluster/slurm.sh installs slurm-wlm, munge,
     slurmdbd and mariadb-server when missing. `nox -s cluster -- -k kill` picks tests.
@@ -144,6 +144,14 @@ def cluster(session: nox.Session) -> None:
     install_suite(session, "[dev,slurm]")
     with test_cluster(session):
         session.run("pytest", "-m", "slurm or multinode", "-rs", *session.posargs)
+
+
+@nox.session
+def two_node_prediction(session: nox.Session) -> None:
+    """Predicted vs measured 2-node step on two test nodes pinned to a core each (root):
+    tests/cluster/two_node_prediction.py, `-- OUT --repeats N` passed on."""
+    install_suite(session, "[dev]")
+    session.run("python", "-m", "tests.cluster.two_node_prediction", *session.posargs)
 
 
 @nox.session

@@ -34,6 +34,7 @@ from dpsuite.analysis.scaling.profiles import Profile
 from dpsuite.analysis.scaling.tensor_file import dump_tensors, load_tensors
 from dpsuite.cli import predict_bounds, predict_input, predict_sync
 from dpsuite.cli.args import ArgParser, finite
+from dpsuite.cli.predict_comm_bench import measured_links
 from dpsuite.cli.predict_tensors import dumped_tensors
 from dpsuite.errors import UserError
 
@@ -160,9 +161,10 @@ def _add_measured_terms(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--comm-bench",
         metavar="RESULTS_DIR",
-        help="the links as that results tree's comm-bench measured them (on one node, and "
-        "across nodes where it ran across them) instead of the profile's datasheet rates; "
-        "planning on a profile",
+        help="the network as that results tree's comm-bench measured it (on one node, and "
+        "across nodes where it ran across them): each all-reduce read off the bus bandwidth "
+        "measured at its message size, instead of the profile's datasheet rates; planning on "
+        "a profile",
     )
     group.add_argument(
         "--input-samples-per-s",
@@ -334,7 +336,8 @@ def _planned(a: argparse.Namespace, opts: ModelOptions, profile: Profile | None)
         params = float(sum(opts.tensors.numels))  # the tensors are the model counted
     planned = plan.resolve_workload(runs, a.workload, params, a.flops_per_sample)
     predict_bounds.check_buckets(planned.params, a.bucket_mb)
-    profile, links = _measured_links(a.comm_bench, profile)
+    network = measured_links(a.comm_bench, profile)
+    profile = network.profile
     lib = options.profile_library(opts, profile.nccl_ll128)
     node = options.node_runs(opts)
     if node is not None:
@@ -352,27 +355,11 @@ def _planned(a: argparse.Namespace, opts: ModelOptions, profile: Profile | None)
         overheads=options.overheads(opts, profile.topology.gpus_per_node),
         nccl_channels=options.nccl_channels(opts, profile),
     )
-    m = planned_fit.model
+    m, per_size = planned_fit.model, network.bandwidth
     strategy = predict_sync.planned(a, runs, planned.params * m.grad_element_bytes)
-    return replace(planned_fit, model=replace(m, measured=(*m.measured, *links), strategy=strategy))
-
-
-def _measured_links(folder: str | None, profile: Profile) -> tuple[Profile, tuple[str, ...]]:
-    """The profile with the links ``folder``'s comm-bench measured, and which were measured:
-    "links" (one node) and "network" (across nodes)."""
-    if folder is None:
-        return profile, ()
-    if not Path(folder).is_dir():
-        raise UserError(f"--comm-bench: results directory not found: {folder}")
-    bench = results.load_comm_bench(folder)
-    try:
-        topology = fit.fit_topology(bench, profile.topology)
-    except ValueError as exc:
-        raise UserError(f"--comm-bench {folder}: {exc}") from None
-    if topology is profile.topology:
-        raise UserError(f"--comm-bench {folder}: no error-free multi-rank all-reduce results")
-    across = topology.inter is not profile.topology.inter
-    return replace(profile, topology=topology), ("links", "network") if across else ("links",)
+    measured = (*m.measured, *network.links, *(["bandwidth per size"] if per_size else []))
+    model = replace(m, measured=measured, bandwidth=per_size, strategy=strategy)
+    return replace(planned_fit, model=model, caveats=network.caveats)
 
 
 def _fitted(a: argparse.Namespace, opts: ModelOptions, profile: Profile | None) -> list[Fit]:
@@ -380,7 +367,8 @@ def _fitted(a: argparse.Namespace, opts: ModelOptions, profile: Profile | None) 
     applied."""
     runs, bench = results.load(a.results_dir), results.load_comm_bench(a.results_dir)
     keys = predict_sync.keys(a)
-    fits, skipped = fit.fit_all(runs, bench, profile.topology if profile else None, keys)
+    topology = profile.topology if profile else None
+    fits, skipped = fit.fit_all(runs, bench, topology, keys, per_size=True)
     if not fits and a.sync is not None:
         raise UserError(
             f"nothing to fit in {a.results_dir} for --sync {a.sync}: need its workers=1 runs "

@@ -229,7 +229,16 @@ def join_existing(spec: RunSpec, ranks: Ranks) -> str:
 def node_entry(spec: RunSpec, ranks: Ranks) -> dict[str, Any]:
     """This rank's host as run.json's ``hardware.nodes`` lists it."""
     hw = base_record(spec)["hardware"]
-    keys = ("hostname", "machine_id", "cpu", "cpu_count", "cpus_allocated", "accelerator")
+    keys = (
+        "hostname",
+        "machine_id",
+        "kernel_boot_id",
+        "cpu",
+        "cpu_count",
+        "cpus_usable",
+        "cpus_allocated",
+        "accelerator",
+    )
     return {
         **{k: hw.get(k) for k in keys},
         "workers_per_host": ranks.local_world_size,

@@ -32,7 +32,7 @@ import torch.distributed as dist
 
 from dpsuite.errors import UserError
 from dpsuite.measure.collectives import CHUNK, COLLECTIVES, ROOT, Collective, count_wrong
-from dpsuite.measure.fingerprint import fingerprint
+from dpsuite.measure.fingerprint import fingerprint, kernel_boot_id
 from dpsuite.results import COMM_BENCH_JSON, now_iso, read_json, write_comm_bench
 from dpsuite.results import lock as results_lock
 from dpsuite.results.gate import TAG_PATTERN
@@ -367,19 +367,34 @@ def run_rank(spec: BenchSpec, ranks: Ranks, init_method: str, bench_dir: Path | 
                 rows.append(measure_size(COLLECTIVES[name], size, spec, ranks, device))
                 if ranks.rank == 0:
                     print(format_row(rows[-1]), flush=True)
+        kernels = ranks_kernels(ranks.world_size)
         if ranks.rank == 0:
             bench_dir = bench_dir or bench_dir_for(spec, socket.gethostname())
-            write_results(spec, ranks, rows, started, bench_dir)
+            write_results(spec, ranks, rows, started, bench_dir, kernels)
     finally:
         distributed.shutdown()
 
 
+def ranks_kernels(world_size: int) -> int:
+    """The distinct kernels (boot ids) the ranks run on: fewer than the nodes where nodes are
+    namespaces or containers of one host (every rank takes part)."""
+    ids: list[Any] = [None] * world_size
+    dist.all_gather_object(ids, kernel_boot_id())
+    return len(set(ids))
+
+
 def write_results(
-    spec: BenchSpec, ranks: Ranks, rows: list[dict[str, Any]], started: str, bench_dir: Path
+    spec: BenchSpec,
+    ranks: Ranks,
+    rows: list[dict[str, Any]],
+    started: str,
+    bench_dir: Path,
+    kernels: int | None = None,
 ) -> None:
     hardware = fingerprint(
         spec.tag, spec.backend, ranks.local_world_size, spec.threads_per_worker, usable_cores()
     )
+    hardware["kernels"] = kernels
     meta = {
         "bench_id": bench_dir.name,
         "collectives": list(spec.collectives),

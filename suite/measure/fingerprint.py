@@ -17,6 +17,7 @@ import platform
 import socket
 from collections.abc import Mapping
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from dpsuite.runtime.ranks import slurm_tasks_on_node
@@ -142,6 +143,26 @@ def nccl_version() -> str | None:
     return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
 
 
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def kernel_boot_id() -> str | None:
+    """The running kernel's boot id: one per host, shared by every network namespace or
+    container on it (two "nodes" with the same one share a host's memory and caches)."""
+    try:
+        return BOOT_ID.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def load_average() -> float | None:
+    """The host's 1-minute load average now (runnable tasks; others' work on the host)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
 def fingerprint(
     tag: str | None, backend: str, workers_per_host: int, threads_per_worker: int, cores: int
 ) -> dict[str, Any]:
@@ -174,6 +195,8 @@ def fingerprint(
         "threads_per_worker": threads_per_worker,
         "oversubscribed": oversubscribed(workers_per_host, threads_per_worker, cores, allocated),
         "env": dict(STARTING_ENV),
+        "kernel_boot_id": kernel_boot_id(),
+        "load_average": load_average(),
     }
     fp["machine_id"] = machine_id(fp)
     return fp

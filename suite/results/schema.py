@@ -306,11 +306,35 @@ HARDWARE = (
     Field("env", "", "mapping", "NCCL_*, GLOO_*, CUDA_*, OMP_*, ... as the command started"),
     Field("machine_id", "", "str", "hash of host, CPU and accelerators: one id per node"),
     Field(
+        "kernel_boot_id",
+        "",
+        "str",
+        "the running kernel's boot id: the same on nodes that are namespaces or containers of "
+        "one host",
+    ),
+    Field(
+        "load_average",
+        "",
+        "float",
+        "the host's 1-minute load average when the fingerprint was taken (a run's start, a "
+        "comm-bench's end; runnable tasks: compare with cpu_count)",
+        least=0,
+    ),
+    Field(
         "nodes",
         "",
         "list",
-        "a run across nodes: every host's hostname, machine_id, cpu, cores, accelerator, "
-        "workers_per_host, network interface and address, and its ranks",
+        "a run across nodes: every host's hostname, machine_id, kernel_boot_id, cpu, cores, "
+        "usable cores, accelerator, workers_per_host, network interface and address, and its "
+        "ranks",
+    ),
+    Field(
+        "kernels",
+        "count",
+        "int",
+        "comm-bench: the distinct kernels (boot ids) its ranks ran on; fewer than its nodes "
+        "where nodes share a host",
+        least=1,
     ),
 )
 

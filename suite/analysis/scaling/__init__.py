@@ -6,6 +6,8 @@ backward pass does not hide (+ a measured per-step overhead).
 * ``topology``: GPUs per node, the link inside a node and the network between nodes;
 * ``allreduce_cost``: the all-reduce as the library does it (NCCL's tuning model, gloo's ring and
   halving-doubling, Horovod's hierarchical), the fastest the library has chosen;
+* ``measured_bandwidth``: the bus bandwidth comm-bench measured per message size, which each
+  all-reduce is read off where the user has it (``bandwidth_table`` prints it with its sources);
 * ``compute``: one worker's step, measured (workers=1 runs) or from a profile (peak x MFU);
 * ``tensors``: a workload's gradient tensors, from its runs or its model;
 * ``overlap``: DDP's buckets and their schedule, which hides all-reduces behind the backward pass;

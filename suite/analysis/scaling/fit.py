@@ -25,8 +25,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from dpsuite.analysis.scaling import measurement_caveats
 from dpsuite.analysis.scaling.allreduce_cost import NCCL_MODEL_VERSION, Library, parse_version
 from dpsuite.analysis.scaling.compute import fit_compute_model
+from dpsuite.analysis.scaling.measured_bandwidth import from_bench
 from dpsuite.analysis.scaling.model import (
     BYTES_PER_PARAM,
     DEFAULT_BUCKET_MB,
@@ -59,7 +61,7 @@ def _relative_lstsq(design: np.ndarray, y: np.ndarray, t: np.ndarray) -> Link:
     return Link(alpha, 1 / beta if beta > 0 else math.inf)
 
 
-def _usable(bench: pd.DataFrame) -> pd.DataFrame:
+def usable_rows(bench: pd.DataFrame) -> pd.DataFrame:
     """Error-free multi-rank all-reduce rows; oversubscribed benches only when there is nothing
     else."""
     collective = bench.get("collective", pd.Series("all_reduce", index=bench.index))
@@ -96,7 +98,7 @@ def fit_inter_link(rows: pd.DataFrame, intra: Link) -> Link:
 
 def fit_topology(bench: pd.DataFrame, profile: Topology | None = None) -> Topology:
     """The links this machine's comm-bench measured; the profile's (if any) for the rest."""
-    rows = _usable(bench) if not bench.empty else bench
+    rows = usable_rows(bench) if not bench.empty else bench
     if rows.empty:
         if profile is None:
             raise ValueError("no error-free multi-rank comm-bench rows to fit the links to")
@@ -135,9 +137,15 @@ def _oversubscribed(runs: pd.DataFrame) -> pd.Series:
 
 
 def fit_from_results(
-    runs: pd.DataFrame, bench: pd.DataFrame, profile: Topology | None = None, key: str = "ddp"
+    runs: pd.DataFrame,
+    bench: pd.DataFrame,
+    profile: Topology | None = None,
+    key: str = "ddp",
+    per_size: bool = False,
 ) -> ScalingModel:
-    """Fit on one (hardware, workload) slice of results, its runs of strategy ``key``."""
+    """Fit on one (hardware, workload) slice of results, its runs of strategy ``key``;
+    ``per_size``: each all-reduce read off comm-bench's bus bandwidth at its message size
+    (``measured_bandwidth``), not the fitted links."""
     ddp = _strategy_runs(runs, key)
     params = float(ddp["num_params"].dropna().iloc[0])
     precision = str(ddp["precision"].dropna().iloc[0]) if "precision" in ddp else "fp32"
@@ -150,6 +158,9 @@ def fit_from_results(
     measured = ["compute", "links"] if topology is not profile else ["compute"]
     if topology.inter is not None and (profile is None or topology.inter is not profile.inter):
         measured.append("network")  # comm-bench ran across nodes
+    bandwidth = from_bench(usable_rows(bench)) if per_size and not bench.empty else None
+    if bandwidth is not None:
+        measured.append("bandwidth per size")
     return ScalingModel(
         topology=topology,
         compute=fit_compute_model(ddp[ddp["workers"] == 1]),
@@ -162,6 +173,7 @@ def fit_from_results(
         measured=(*measured, *(["straggler jitter"] if samples else [])),
         grad_element_bytes=per_param,
         strategy=strategy_of(key, ddp, params * per_param),
+        bandwidth=bandwidth,
     )
 
 
@@ -263,6 +275,7 @@ class Fit:
     validation: pd.DataFrame
     # The validation of the model's own terms, before a term was fitted to the same runs.
     own_terms: pd.DataFrame | None = None
+    caveats: tuple[str, ...] = ()  # what its measurements share or lack (measurement_caveats)
 
     @property
     def label(self) -> str:
@@ -287,9 +300,10 @@ def fit_all(
     bench: pd.DataFrame,
     profile: Topology | None = None,
     keys: tuple[str, ...] = ("ddp",),
+    per_size: bool = False,
 ) -> tuple[list[Fit], list[str]]:
     """A model per (hardware, workload, strategy of ``keys``: ``strategy_runs.KEYS``) that has
-    workers=1 runs and comm-bench results.
+    workers=1 runs and comm-bench results (``per_size``: `fit_from_results`'s).
 
     Returns the fits and a list of reasons for the slices that could not be fitted.
     """
@@ -306,9 +320,10 @@ def fit_all(
             skipped.append(f"{hw}/{name}: no comm-bench results for this machine")
             continue
         try:
-            model = fit_from_results(grp, hw_bench, profile, key)
+            model = fit_from_results(grp, hw_bench, profile, key, per_size)
         except (ValueError, IndexError, KeyError) as exc:
             skipped.append(f"{hw}/{name}: {exc}")
             continue
-        fits.append(Fit(hw, workload, model, validate(model, grp)))
+        found = measurement_caveats.caveats(grp, hw_bench)
+        fits.append(Fit(hw, workload, model, validate(model, grp), caveats=found))
     return fits, skipped

@@ -28,6 +28,7 @@ import pandas as pd
 from dpsuite.analysis.scaling import allreduce_cost, fsdp_schedule, overlap, sharded_cost
 from dpsuite.analysis.scaling.allreduce_cost import Library
 from dpsuite.analysis.scaling.compute import ComputeModel
+from dpsuite.analysis.scaling.measured_bandwidth import MeasuredBandwidth, Reading
 from dpsuite.analysis.scaling.strategy import Comm, Strategy, zero1_comm
 from dpsuite.analysis.scaling.sync_cost import SyncCost, collective_latency_s
 from dpsuite.analysis.scaling.topology import Topology
@@ -130,6 +131,8 @@ class ScalingModel:
     overlap: bool = True
     # How the replicas agree (ddp, zero1, fsdp): the collectives a step issues (`strategy`).
     strategy: Strategy = field(default_factory=Strategy)
+    # Bus bandwidth per message size as comm-bench measured it (None: the links' alpha-beta).
+    bandwidth: MeasuredBandwidth | None = None
 
     @property
     def validated_max(self) -> int:
@@ -159,7 +162,7 @@ class ScalingModel:
         buckets = self.buckets()
         sched = overlap.schedule(
             buckets,
-            lambda size: allreduce_cost.allreduce(self.topology, size, n, self.library)[0],
+            lambda size: self.allreduce_s(size, n),
             self.compute.backward_s(batch),
             self.comm_sm_share if n > 1 else 0.0,
         )
@@ -167,6 +170,8 @@ class ScalingModel:
         algorithm = allreduce_cost.allreduce(self.topology, largest, n, self.library)[1]
         if self.strategy.name == "fsdp":
             algorithm = "ring" if n > 1 else "none"  # its all-gathers and reduce-scatters
+        elif n > 1 and self.reading(largest, n) is not None:
+            algorithm = f"{algorithm} (measured)"  # its time read off comm-bench's bandwidth
         # Earlier micro-batches run before the last one's backward pass, the only one overlapped.
         compute = self.grad_accum * self.compute.step_s(batch)
         wait = compute * (self.overheads.straggler_factor(n) - 1)
@@ -188,6 +193,34 @@ class ScalingModel:
         backward = self.compute.backward_s(batch)
         forward = self.compute.step_s(batch) - backward
         return fsdp_schedule.overlapped(s.units, gather, scatter, forward, backward)
+
+    def reading(self, size: float, n: int) -> Reading | None:
+        """The measured bus bandwidth an all-reduce of ``size`` bytes on ``n`` ranks is read
+        off, None where comm-bench did not measure its scope (one node, or across nodes)."""
+        curve = self.bandwidth.curve(self.topology.nodes(n), n) if self.bandwidth else None
+        return curve.at(size) if curve is not None else None
+
+    def allreduce_s(self, size: float, n: int) -> float:
+        """Seconds of one all-reduce of ``size`` bytes on ``n`` ranks: from the bus bandwidth
+        comm-bench measured at that size where it measured the scope, else the links' model.
+
+        Measured at w ranks, ``t_w = 2(w-1)/w * size / busbw``; at n ranks its latency part (the
+        links' model at w) is replaced by that at n and the rest scaled by the bytes a ring
+        moves per rank, (n-1)/n over (w-1)/w: at n = w the measurement itself."""
+        if n <= 1:
+            return 0.0
+        reading = self.reading(size, n)
+        if reading is None:
+            return allreduce_cost.allreduce(self.topology, size, n, self.library)[0]
+        w = self.bandwidth.curve(self.topology.nodes(n), n).world_size
+        measured = 2 * (w - 1) / w * size / reading.busbw_Bps
+        if n == w:
+            return measured
+        latency = allreduce_cost.latency_s(self.topology, size, w, self.library)
+        scale = ((n - 1) / n) / ((w - 1) / w)
+        return scale * max(0.0, measured - latency) + allreduce_cost.latency_s(
+            self.topology, size, n, self.library
+        )
 
     def overhead_s(self, n: int, batch: int) -> float:
         """The per-step time a measured node efficiency loses beyond the model's own terms,
@@ -281,6 +314,7 @@ class ScalingModel:
             "node_efficiency": o.node_efficiency,
             "node_workers": o.node_workers,
             "input_samples_per_s": self.input_samples_per_s,
+            "bandwidth_per_size": ", ".join(self.bandwidth.scopes()) if self.bandwidth else None,
             "prediction": self.kind(),
             "measured_terms": self.terms(),
             "validated_max_workers": self.validated_max,

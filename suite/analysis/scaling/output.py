@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dpsuite.analysis.scaling import leave_last_out, skill, term_shares
+from dpsuite.analysis.scaling import bandwidth_table, leave_last_out, skill, term_shares
 from dpsuite.analysis.scaling.allreduce_cost import NCCL_MODEL_VERSION
 from dpsuite.analysis.scaling.fit import Fit
 from dpsuite.analysis.scaling.model import ScalingModel
@@ -128,6 +128,8 @@ def format_validation(validation: pd.DataFrame) -> list[str]:
 
 def format_fit(fit: Fit, batch: int, workers: list[int], baseline: int = 1) -> str:
     lines = [f"== {fit.label}", *describe_model(fit)]
+    lines += bandwidth_table.format_bandwidth_table(fit.model, max(workers, default=2))
+    lines += [f"   caveat: {text}" for text in fit.caveats]
     lines += format_validation(fit.validation)
     lines += skill.format_validation_skill(fit.validation)
     reach = (

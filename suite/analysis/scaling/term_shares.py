@@ -28,7 +28,7 @@ def step_terms(model: ScalingModel, n: int, batch: int) -> list[Term]:
     terms = [
         Term("compute", step.compute_s, _source("compute" in measured, "assumed (MFU of peak)")),
         Term("slowest-of-N wait", step.wait_s, wait_source),
-        Term(_comm_name(model), step.exposed_s, _links(measured, model.topology.nodes(n))),
+        Term(_comm_name(model), step.exposed_s, _links(model, n)),
         Term("NCCL's SMs", step.slowed_s, "datasheet: NCCL's channels / the GPU's SMs"),
         Term("carried overhead", step.overhead_s, "measured: node efficiency"),
         Term("synchronisation per collective", step.sync_s, _sync(model)),
@@ -67,7 +67,16 @@ def _source(measured: bool, otherwise: str) -> str:
     return "measured" if measured else otherwise
 
 
-def _links(measured: set[str], nodes: int) -> str:
+def _links(model: ScalingModel, n: int) -> str:
+    """Where the all-reduces' time at ``n`` ranks comes from: comm-bench's bus bandwidth per
+    message size (and how many buckets lie beyond the sizes measured), its links fitted, or a
+    profile's datasheet."""
+    readings = [model.reading(size, n) for size, _ in model.buckets()]
+    if readings and all(r is not None for r in readings):
+        outside = sum(r.extrapolated for r in readings)
+        beyond = f", {outside} of {len(readings)} buckets extrapolated" if outside else ""
+        return f"measured: comm-bench bus bandwidth per message size{beyond}"
+    measured, nodes = set(model.measured), model.topology.nodes(n)
     if "links" not in measured:
         return "datasheet: the profile's links"
     if nodes > 1 and "network" not in measured:
