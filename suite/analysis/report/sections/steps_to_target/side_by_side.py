@@ -143,11 +143,15 @@ def finding(per_workload: list[Answers]) -> str:
         ("whether warmup extends linear scaling", [a.warmup for a in per_workload], warmup_text),
         ("where the knee is", [a.knee_vs_b_simple for a in per_workload], knee_text),
     ]
-    said: dict[str, list[str]] = {"agree on": [], "do not agree on": [], "cannot compare": []}
+    said: dict[str, list[str]] = {
+        "agree on": [],
+        "do not agree on": [],
+        "cannot be compared on": [],
+    }
     for question, verdicts, text in questions:
         detail = "; ".join(f"{a.workload}: {text(a)}" for a in per_workload)
         if any(v in UNKNOWN for v in verdicts):
-            kind = "cannot compare"
+            kind = "cannot be compared on"
         else:
             kind = "agree on" if len(set(verdicts)) == 1 else "do not agree on"
         said[kind].append(f"{question} ({detail})")
