@@ -28,7 +28,8 @@ def test_the_parts_and_their_sizes(parts):
     assert {k: len(v) for k, v in parts.items()} == {
         "convergence_gpt_budget": 6 * 4 * 2,
         "convergence_gpt_target_baseline": 3,  # batch 4: every rule is the recipe
-        "convergence_gpt_target": 5 * 4 * 2,
+        "convergence_gpt_target_small": 1 * 4 * 2,  # batch 8, evaluated as its oracle runs
+        "convergence_gpt_target": 4 * 4 * 2,
         "convergence_gpt_oracle_small": 2 * 4 * 2,
         "convergence_gpt_oracle_large": 4 * 5 * 2,
         "convergence_gpt_oracle_warmup": 4 * 2 * 2,
@@ -46,6 +47,9 @@ def test_steps_to_target_are_counted_on_the_eval_loss(parts):
     assert {s.target_fields()["target_acc"] for s in target} == {None}
     assert {(s.cfg.workload.base_lr, s.cfg.workload.base_batch) for s in target} == {(0.025, 4)}
     assert {s.cfg.optimizer.momentum for s in target} == {0.9}  # only the LR is tuned
+    # every setting at one batch is evaluated as often: 32 an epoch at 4 and 8, else 16
+    evals = {(s.global_batch, s.cfg.train.evals_per_epoch) for s in target}
+    assert evals == {(b, 32 if b <= 8 else 16) for b in (4, 8, 16, 32, 64, 128)}
 
 
 def test_the_oracle_brackets_each_batch_on_a_sqrt2_grid_with_warmup_as_an_axis(parts):
