@@ -173,9 +173,8 @@ def warmup_text(a: Answers) -> str:
 
 
 def knee_text(a: Answers) -> str:
-    if a.knee_vs_b_simple == "not placed":
+    if a.knee is None or a.b_simple is None or a.knee_vs_b_simple == "not placed":
         return "the knee or B_simple not placed"
-    assert a.knee is not None and a.b_simple is not None
     return (
         f"knee ≈ {approx(a.knee)}, {a.knee_vs_b_simple} ≈ {approx(a.b_simple)} "
         f"(knee / B_simple = {a.knee / a.b_simple:.2g})"
