@@ -89,6 +89,18 @@ STUDY_STEPS = {
         512: (90, 88, 92),  # the oracle at 512: 3.6x perfect scaling (25), past the knee
     },
 }
+# A second workload's study: the same but for `linear_warmup`, which misses the target from 256
+# on, so warmup holds linear scaling no further than `linear` does (to 128 in both), while the
+# oracle, its knee and B_simple are those of STUDY_STEPS.
+SECOND_STUDY_STEPS = {
+    **STUDY_STEPS,
+    ("linear_warmup", None): {
+        64: (220, 215, 225),
+        128: (110, 108, 115),
+        256: (None, None, None),
+        512: (None, None, None),
+    },
+}
 # B_simple pooled over a run that reached the target; runs that missed it measured a collapsed
 # model's few samples.
 STUDY_POOLED = {0: 120.0, 1: 150.0, 2: 240.0}
@@ -347,10 +359,15 @@ def write_convergence(root: Path, noise_scale: bool = True) -> None:
                 )
 
 
-def write_target_study(root: Path, noise_scale: bool = True) -> None:
-    """The steps-to-target study of ``STUDY_STEPS``: runs that miss the target end at the budget,
-    those of `linear` at 256 and 512 by diverging."""
-    for (rule, exponent), by_batch in STUDY_STEPS.items():
+def write_target_study(
+    root: Path,
+    noise_scale: bool = True,
+    workload: str = "mnist1d_mlp",
+    steps: dict[tuple[str, float | None], dict[int, tuple]] = STUDY_STEPS,
+) -> None:
+    """The steps-to-target study of ``steps`` (``STUDY_STEPS``): runs that miss the target end at
+    the budget, those of `linear` at 256 and 512 by diverging."""
+    for (rule, exponent), by_batch in steps.items():
         for batch, per_seed in by_batch.items():
             for seed, steps in zip(STUDY_SEEDS, per_seed, strict=True):
                 diverged = steps is None and rule == "linear"
@@ -370,6 +387,7 @@ def write_target_study(root: Path, noise_scale: bool = True) -> None:
                     epochs=STUDY_EPOCHS,
                     target=STUDY_TARGET,
                     stop_at_target=True,
+                    workload=workload,
                 )
 
 

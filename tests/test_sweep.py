@@ -73,9 +73,11 @@ def test_the_convergence_preset_runs_a_fixed_budget_and_a_steps_to_target_study(
         "convergence_budget": 7 * 4 * 3,
         "convergence_target_baseline": 5,  # batch 32: every rule is the recipe, one stands for all
         "convergence_target": 6 * 4 * 3,
-        "convergence_oracle_base": 4 * 5,  # the base LR 0.1 is the baseline's runs
-        "convergence_oracle_small": 3 * 5 * 3,
-        "convergence_oracle_large": 3 * 5 * 5,  # around the critical batch: 5 seeds
+        "convergence_oracle_base": 6 * 5,  # the base LR 0.1 is the baseline's runs
+        "convergence_oracle_small": 3 * 7 * 3,
+        "convergence_oracle_large": 3 * 7 * 5,  # around the critical batch: 5 seeds
+        "convergence_oracle_small_no_warmup": 3 * 3 * 3,  # warmup as its own axis
+        "convergence_oracle_large_no_warmup": 3 * 3 * 3,
     }
     target = [
         s for k, part in parts.items() if k != "convergence_budget" for s in part.specs.values()
@@ -92,10 +94,20 @@ def test_the_convergence_preset_runs_a_fixed_budget_and_a_steps_to_target_study(
         for s in parts[k].specs.values()
     }
     lrs = {b: sorted(lr for bb, lr in grid if bb == b) for b, _ in grid}
-    assert lrs[32] == [0.0125, 0.025, 0.05, 0.2] and lrs[256] == [0.05, 0.1, 0.2, 0.4, 0.8]
-    assert lrs[2048] == [0.2, 0.4, 0.8, 1.6, 3.2]
+    # sqrt(2) steps around each batch's best: 0.05 at 32, 0.141-0.283 at 64-256, 0.8 above
+    assert lrs[32] == [0.0125, 0.025, 0.035, 0.05, 0.071, 0.2]
+    assert lrs[256] == [0.05, 0.1, 0.141, 0.2, 0.283, 0.4, 0.8]
+    assert lrs[2048] == [0.2, 0.4, 0.566, 0.8, 1.131, 1.6, 3.2]
     warm = {s.peak_lr: s.warmup_epochs for s in parts["convergence_oracle_small"].specs.values()}
-    assert warm == {0.05: 0.0, 0.1: 0.0, 0.2: 1.0, 0.4: 1.0, 0.8: 1.0}  # up from 0.1 only
+    up = {0.141: 1.0, 0.2: 1.0, 0.283: 1.0, 0.4: 1.0, 0.8: 1.0}
+    assert warm == {0.05: 0.0, 0.1: 0.0, **up}  # up from 0.1 only
+    cold = {
+        (s.global_batch, s.peak_lr): s.warmup_epochs
+        for k in ("convergence_oracle_small_no_warmup", "convergence_oracle_large_no_warmup")
+        for s in parts[k].specs.values()
+    }
+    assert set(cold.values()) == {0.0}  # each a twin of a warmup setting of the grid
+    assert set(cold) <= grid and {lr for _, lr in cold} == {0.141, 0.2, 0.283, 0.566, 0.8, 1.131}
     assert not (tmp_path / "results").exists(), "planning alone creates nothing"
 
 

@@ -3,7 +3,8 @@
 Pre-norm GPT blocks (causal self-attention through ``scaled_dot_product_attention``, GELU MLP),
 learned positions, a tied output layer, no dropout (steps stay deterministic). Each sample is
 ``context`` tokens and the targets are the same tokens shifted by one; the metric is next-token
-accuracy.
+accuracy (``tiny_gpt``) or, for the convergence study, the loss (``tiny_gpt_loss``: steps to a
+target eval loss, a smaller default size).
 
 Synthetic tokens follow a fixed random successor table (``next = table[prev]``) with a
 ``noise`` fraction of random tokens, so a model can learn up to about ``1 - noise`` accuracy.
@@ -21,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from dpsuite.workloads.base import Data, Datasets, Workload, train_share
-from dpsuite.workloads.configs.tiny_gpt import TinyGPTConfig
+from dpsuite.workloads.configs.tiny_gpt import TinyGPTConfig, TinyGPTLossConfig
 from dpsuite.workloads.token_file import token_splits, window_count
 
 
@@ -130,3 +131,11 @@ class TinyGPTWorkload(Workload):
 
     def loss(self, output: Tensor, target: Tensor) -> Tensor:
         return nn.functional.cross_entropy(output.flatten(0, 1), target.flatten())
+
+
+class TinyGPTLossWorkload(TinyGPTWorkload):
+    """Next-token prediction with a small GPT, steps to target counted on the eval loss."""
+
+    Config = TinyGPTLossConfig
+    config: TinyGPTLossConfig
+    target_metric = "eval_loss"

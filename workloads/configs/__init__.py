@@ -11,7 +11,7 @@ from dpsuite.workloads.configs.base import RECIPE_FIELDS, WorkloadConfig
 from dpsuite.workloads.configs.cifar_resnet import CIFARResNetConfig
 from dpsuite.workloads.configs.gpt2 import GPT2Config
 from dpsuite.workloads.configs.mnist_1d import MNIST1DCNNConfig, MNIST1DMLPConfig
-from dpsuite.workloads.configs.tiny_gpt import TinyGPTConfig
+from dpsuite.workloads.configs.tiny_gpt import TinyGPTConfig, TinyGPTLossConfig
 from dpsuite.workloads.configs.vision import TorchvisionConfig
 
 # name -> config, in the order the workloads are listed (a new workload: its line here)
@@ -22,6 +22,7 @@ CONFIGS: dict[str, type[WorkloadConfig]] = {
         MNIST1DCNNConfig,
         CIFARResNetConfig,
         TinyGPTConfig,
+        TinyGPTLossConfig,
         GPT2Config,
         TorchvisionConfig,
     )

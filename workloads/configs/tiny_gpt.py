@@ -82,3 +82,26 @@ class TinyGPTConfig(WorkloadConfig):
                 raise ValueError(f"text_path {path} is not a readable file")
             if self.vocab_size != 256:
                 raise ValueError("a text_path is read as bytes: workload.vocab_size must be 256")
+
+
+@dataclass
+class TinyGPTLossConfig(TinyGPTConfig):
+    """The small GPT scored by its validation loss (steps to a target loss): the convergence
+    study's language-model workload, smaller than tiny_gpt's throughput default."""
+
+    class_path: ClassVar[str] = "dpsuite.workloads.tiny_gpt:TinyGPTLossWorkload"
+
+    name: str = "tiny_gpt_loss"
+    num_samples: int = field(default=3000, metadata={"ge": 10})
+    """Synthetic sequences, 80 % train / 20 % eval (ignored with text_path)."""
+    context: int = field(default=32, metadata={"ge": 1})
+    """Tokens per sequence."""
+    width: int = field(default=64, metadata={"ge": 1})
+    """Embedding width (divisible by heads)."""
+    base_lr: float = 0.025
+    base_batch: int = 4
+    epochs: int = 5
+    target_loss: float = field(default=1.1, metadata={"gt": 0})
+    """Eval loss (mean cross-entropy per token, nats) that counts as reaching the target. The
+    synthetic tokens' own entropy bounds it below: about 0.88 nats at noise 0.1, vocabulary 256
+    (the unigram entropy, what a model without context reaches, is ln 256 = 5.55)."""

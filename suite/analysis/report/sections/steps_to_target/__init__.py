@@ -1,6 +1,7 @@
 """Steps to target: per steps-to-target study (see `studies`), the steps of each LR rule and of
 the LR oracle (`oracle`), its critical batch (`critical_batch`) and its time to target
-(`time_to_target`), one topic of the report; the largest study gives the headline candidates."""
+(`time_to_target`), one topic of the report; the largest study gives the headline candidates.
+Studies of two workloads or more are then compared (`side_by_side`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dpsuite.analysis.report.sections.steps_to_target import (
     critical_batch,
     noise_scale,
     oracle,
+    side_by_side,
     time_to_target,
     warmup,
 )
@@ -39,6 +41,7 @@ def section(context: studies.Context) -> Section:
         one = study_section(study, context.tree, *named)
         one.findings = [f"{study.label}: {s}" if len(targets) > 1 else s for s in one.findings]
         part.extend(one)
+    part.extend(side_by_side.section(targets))  # two workloads or more: where they agree
     return part
 
 
