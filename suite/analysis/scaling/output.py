@@ -196,7 +196,15 @@ def format_published_skill(table: pd.DataFrame, path: Path = PUBLISHED) -> str:
     if held_out_rows.empty:
         held_out_text = "(no table gives two or more smaller counts)"
     else:
-        held_out_text = leave_last_out.format_leave_last_out(skill.skill_by_family(held_out_rows))
+        held_out_text = "\n".join(
+            [
+                leave_last_out.format_leave_last_out(skill.skill_by_family(held_out_rows)),
+                "",
+                "each held-out row (efficiency in %, errors in points; the fitted term and each",
+                "term's share of the predicted step):",
+                leave_last_out.format_leave_last_out_rows(held_out_rows),
+            ]
+        )
     return "\n".join(
         [
             BOUND_LEGEND,
