@@ -62,7 +62,8 @@ def positive(values: pd.Series) -> pd.Series:
     """Finite, positive values only: a non-positive B_simple is estimator noise, not a scale."""
     if not (isinstance(values, pd.Series) and values.dtype == np.float64):  # floats: as they are
         values = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype(float)
-    return values[np.isfinite(values) & (values > 0)]
+    array = values.to_numpy()  # the test on the array: a Series' operators cost more per run
+    return values[np.isfinite(array) & (array > 0)]
 
 
 def measured_curve(epochs: Mapping[str, pd.DataFrame], run_id: str) -> pd.Series | tuple:

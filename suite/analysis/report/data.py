@@ -24,6 +24,8 @@ from dpsuite.analysis.report.run_frames import RunFrames, stacked
 from dpsuite.errors import UserError
 from dpsuite.optim.lr_rules import RULES
 from dpsuite.results import owned
+from dpsuite.results.gate import shared_walk
+from dpsuite.results.store import COMM_BENCH_JSON, INPUT_BENCH_JSON
 
 RUN_COLUMNS = list(results.schema.SUMMARY_COLUMNS)
 TEXT_COLUMNS = {
@@ -113,9 +115,10 @@ def load_tree(path: str | Path) -> ResultsTree:
     root = check_results_dir(path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        runs = results.load(root)
-        comm = results.load_comm_bench(root)
-        inputs = results.load_input_bench(root)
+        with shared_walk(root, ("run.json", COMM_BENCH_JSON, INPUT_BENCH_JSON)):
+            runs = results.load(root)
+            comm = results.load_comm_bench(root)
+            inputs = results.load_input_bench(root)
     notes = [str(w.message) for w in caught if w.category is UserWarning]  # not library noise
     if runs.empty and comm.empty and inputs.empty:
         nothing = "no run.json, comm_bench.json or input_bench.json"
