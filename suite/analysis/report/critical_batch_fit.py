@@ -73,6 +73,15 @@ def measured_curve(epochs: Mapping[str, pd.DataFrame], run_id: str) -> pd.Series
     return pd.Series(values) if values is not None else ()
 
 
+def positive_curve(epochs: Mapping[str, pd.DataFrame], run_id: str) -> np.ndarray | pd.Series:
+    """``positive(measured_curve(...))``, as an array where the run's column is floats (a
+    Series a run costs more than its values; over thousands of runs, seconds)."""
+    values = run_column(epochs, run_id, "grad_noise_scale")
+    if isinstance(values, np.ndarray) and values.dtype == np.float64:
+        return values[np.isfinite(values) & (values > 0)]
+    return positive(measured_curve(epochs, run_id))
+
+
 def positive_value(value) -> float:
     """The value when it is a finite positive number, else NaN."""
     try:
@@ -100,7 +109,7 @@ def trained_runs(group: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> Traine
     rows = []
     # records, not iterrows: the same values (boxed alike) without a Series per run
     for run in keep.to_dict("records"):
-        curve = positive(measured_curve(epochs, run["run_id"]))
+        curve = positive_curve(epochs, run["run_id"])
         value = positive_value(run.get("grad_noise_scale.pooled"))
         if math.isnan(value):
             value = positive_value(run.get("grad_noise_scale.mean"))
