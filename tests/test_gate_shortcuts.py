@@ -3,13 +3,14 @@ JSON value, and one walk of a tree shared by the readers of several kinds of fil
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from pathlib import Path
 
 import pytest
 
-from dpsuite.results import gate, schema
+from dpsuite.results import gate, schema, store
 
 VALUES = [
     *(0, 1, -1, 7, 2**31, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 10**30),
@@ -63,3 +64,22 @@ def test_one_shared_walk_finds_and_warns_as_a_walk_per_kind_of_file(tmp_path):
         alone[1] == [f"skipping {tmp_path / 'a' / 'loop'}: a link to a directory already read"] * 3
     )
     assert walked(tmp_path, names) == alone  # the block over: each walk its own again
+
+
+def test_the_run_identity_leaves_the_config_it_reads_as_it_was():
+    config = {
+        "seed": 1,
+        "hardware": {"tag": "box"},
+        "ddp": {"start_method": "spawn", "bucket_mb": 25},
+        "data": {"pin_memory": True, "timeout_s": 5, "name": "x"},
+        "optimizer": {"name": "sgd", "implementation": "auto"},
+        "train": {"save_params": True, "epochs": 2},
+        "timing": {"max_rank_steps": 9},
+        "model": {"layers": [1, 2]},
+    }
+    before = copy.deepcopy(config)
+    ident = store.run_identity(config, 2, 64)
+    assert config == before
+    assert ident["ddp"] == {"bucket_mb": 25} and ident["data"] == {"name": "x"}
+    assert ident["optimizer"] == {"name": "sgd"} and ident["train"] == {"epochs": 2}
+    assert ident["hardware_tag"] == "box" and "hardware" not in ident

@@ -148,15 +148,15 @@ def noise_scale_curves(
     positive estimate (before the first one, or estimator noise) are left out.
     """
     parts = []
-    for _, run in measured[measured["lr_rule"] == rule].iterrows():
-        ep = epochs.get(run["run_id"], pd.DataFrame())
+    runs = measured[measured["lr_rule"] == rule]
+    # two columns, not rows: a row of a wide frame is a Series of every column, run by run
+    for run_id, batch in zip(runs["run_id"], runs["global_batch"], strict=True):
+        ep = epochs.get(run_id, pd.DataFrame())
         if ep.empty:
             continue
         ok = ep[ep.index.isin(positive(ep["grad_noise_scale"]).index)]
         parts.append(
-            ok[["epoch", "samples_seen", "grad_noise_scale"]].assign(
-                global_batch=int(run["global_batch"])
-            )
+            ok[["epoch", "samples_seen", "grad_noise_scale"]].assign(global_batch=int(batch))
         )
     parts = [p for p in parts if len(p)]
     if not parts:

@@ -515,7 +515,9 @@ def accuracy_table(conv: pd.DataFrame) -> pd.DataFrame:
     """Per group, rule and global batch: final accuracy over the completed seeds (their mean,
     median (see `seed_split.median`) and each seed's, ``acc_seeds``), and divergence."""
     rows = []
-    for (group, rule, batch), grp in conv.groupby(["group", "lr_rule", "global_batch"]):
+    key = ["group", "lr_rule", "global_batch"]
+    narrow = conv[[*key, "status", "final_eval_acc"]]  # a group of a wide frame copies it all
+    for (group, rule, batch), grp in narrow.groupby(key):
         done = grp[grp["status"] == "complete"]["final_eval_acc"].dropna()
         rows.append(
             {
