@@ -13,6 +13,7 @@ left out is one warning naming the file and the field.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -57,18 +58,20 @@ def _directory_key(path: str) -> tuple[int, int] | None:
 
 
 def _unreadable(exc: OSError) -> None:
-    warnings.warn(f"skipping unreadable directory {exc.filename}: {exc.strerror}", stacklevel=5)
+    warnings.warn(f"skipping unreadable directory {exc.filename}: {exc.strerror}", stacklevel=6)
 
 
-def _walk_one(top: str, name: str, visited: set, found: list[Path]) -> list[str]:
-    """Collect ``name`` below ``top`` without following symlinks; return the symlinked
+def _walk_one(
+    top: str, names: tuple[str, ...], visited: set, found: dict[str, list[Path]]
+) -> list[str]:
+    """Collect ``names`` below ``top`` without following symlinks; return the symlinked
     directories met (to be walked after every real one, so that a real path is preferred)."""
     links = []
     for here, dirs, files in os.walk(top, onerror=_unreadable):
         key = _directory_key(here)
         # a symlink to a directory read already, or to an ancestor (a loop)
         if key is not None and key in visited:
-            warnings.warn(f"skipping {here}: a link to a directory already read", stacklevel=4)
+            warnings.warn(f"skipping {here}: a link to a directory already read", stacklevel=5)
             dirs[:] = []
             continue
         visited.add(key)
@@ -82,21 +85,55 @@ def _walk_one(top: str, name: str, visited: set, found: list[Path]) -> list[str]
             os.path.join(here, d) for d in linked if os.access(os.path.join(here, d), os.X_OK)
         ]
         dirs[:] = [d for d in dirs if d not in linked]
-        if name in files:
-            found.append(Path(here) / name)
+        for name in names:
+            if name in files:
+                found[name].append(Path(here) / name)
     return links
+
+
+def walk_tree(root: Path, names: tuple[str, ...]) -> dict[str, list[Path]]:
+    """Every file called one of ``names`` below ``root``, by name, each list sorted: one walk
+    (as ``walk_files`` walks) for several kinds of file."""
+    found: dict[str, list[Path]] = {name: [] for name in names}
+    visited: set[tuple[int, int] | None] = set()
+    pending = [str(root)]
+    while pending:
+        pending += _walk_one(pending.pop(0), names, visited, found)
+    return {name: sorted(files) for name, files in found.items()}
+
+
+# (root, name) -> the files and the warnings of the one walk ``shared_walk`` made for them.
+_SHARED_WALKS: dict[tuple[Path, str], tuple[list[Path], list[warnings.WarningMessage]]] = {}
 
 
 def walk_files(root: Path, name: str) -> list[Path]:
     """Every file called ``name`` below ``root`` (hidden directories skipped), sorted. Symlinked
     directories are followed, each directory read once (a link back up is no loop); a
     directory that cannot be read is a warning."""
-    found: list[Path] = []
-    visited: set[tuple[int, int] | None] = set()
-    pending = [str(root)]
-    while pending:
-        pending += _walk_one(pending.pop(0), name, visited, found)
-    return sorted(found)
+    shared = _SHARED_WALKS.get((root, name))
+    if shared is None:
+        return walk_tree(root, (name,))[name]
+    files, said = shared
+    for warning in said:  # each reader warns as a walk of its own would have
+        warnings.warn(warning.message, stacklevel=2)
+    return list(files)
+
+
+@contextlib.contextmanager
+def shared_walk(root: Path, names: tuple[str, ...]) -> Iterator[None]:
+    """Within the block, ``walk_files(root, name)`` for each of ``names`` takes its files from
+    one walk of the tree (a large tree costs a walk per kind of file otherwise), with the
+    warnings a walk of its own gives."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        found = walk_tree(root, names)
+    for name in names:
+        _SHARED_WALKS[(root, name)] = (found[name], said)
+    try:
+        yield
+    finally:
+        for name in names:
+            _SHARED_WALKS.pop((root, name), None)
 
 
 def _number(value: Any) -> bool:
@@ -149,24 +186,81 @@ def _check_range(name: str, field: schema.Field, value: Any) -> None:
         raise Untrusted(f"{name} is {value!r}, {reason}")
 
 
+# The exact types a JSON value of each schema type arrives as: a value of one of them that is
+# also in range passes without the general checks (every key of every run.json comes here, a
+# million of them in a large tree); anything else goes through them, and they name the field.
+PLAIN_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "bool": (bool,),
+    "mapping": (dict,),
+    "list": (list,),
+}
+INT64 = 2**63
+
+
+class _Rule:
+    """One schema field as the quick check reads it: its plain types and its bounds."""
+
+    __slots__ = ("field", "plain", "numeric", "least", "most", "strict", "largest")
+
+    def __init__(self, field: schema.Field) -> None:
+        self.field = field
+        self.plain = PLAIN_TYPES.get(field.type, ())
+        self.numeric = field.numeric
+        self.least = -math.inf if field.least is None else field.least
+        self.most = math.inf if field.most is None else field.most
+        self.strict = field.strict
+        self.largest = schema.MAX_MAGNITUDE if field.measured else INT64
+
+    def plainly_in_range(self, value: float) -> bool:
+        """A finite int or float within the field's bounds (False: let the full check say)."""
+        if not -self.largest < value < self.largest:  # NaN and infinities fail here too
+            return False
+        above = value > self.least if self.strict else value >= self.least
+        return above and value <= self.most
+
+
+# Each schema's fields by name and its required names, built once per tuple of fields.
+_RULES: dict[int, tuple[tuple[schema.Field, ...], dict[str, _Rule], tuple[str, ...]]] = {}
+
+
+def _rules(fields: tuple[schema.Field, ...]) -> tuple[dict[str, _Rule], tuple[str, ...]]:
+    entry = _RULES.get(id(fields))
+    if entry is None or entry[0] is not fields:
+        by_name = {f.name: _Rule(f) for f in fields}
+        entry = (fields, by_name, tuple(f.name for f in fields if f.required))
+        _RULES[id(fields)] = entry
+    return entry[1], entry[2]
+
+
 def _check_fields(prefix: str, data: Mapping[str, Any], fields: tuple[schema.Field, ...]) -> None:
     """The required keys present; every key known, of its type (null: not measured), finite and
     in range; a mapping whose keys the schema describes, checked the same way."""
-    missing = [f.name for f in fields if f.required and data.get(f.name) is None]
+    by_name, required = _rules(fields)
+    missing = [name for name in required if data.get(name) is None]
     if missing:
         raise Untrusted(f"{prefix}{missing[0]} is missing")
-    by_name = {f.name: f for f in fields}
     for key, value in data.items():
-        name = f"{prefix}{key}"
-        field = by_name.get(key)
-        if field is None:
-            raise Untrusted(f"unknown key {name}")
+        rule = by_name.get(key)
+        if rule is None:
+            raise Untrusted(f"unknown key {prefix}{key}")
         if value is None:
             continue
-        _check_type(name, value, field.type)
-        _check_range(name, field, value)
-        if field.fields:
-            _check_fields(f"{name}.", value, field.fields)
+        if type(value) in rule.plain and (not rule.numeric or rule.plainly_in_range(value)):
+            if rule.field.fields:
+                _check_fields(f"{prefix}{key}.", value, rule.field.fields)
+            continue
+        _check_value(f"{prefix}{key}", value, rule.field)
+
+
+def _check_value(name: str, value: Any, field: schema.Field) -> None:
+    """The full check of one value: its type, finite and in range, and a mapping's keys."""
+    _check_type(name, value, field.type)
+    _check_range(name, field, value)
+    if field.fields:
+        _check_fields(f"{name}.", value, field.fields)
 
 
 def _check_tag(hardware: Any) -> None:

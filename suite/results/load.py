@@ -48,13 +48,24 @@ from dpsuite.results.store import (
 METRIC_MAPPINGS = {f.name: f.fields for f in schema.METRICS if f.fields}
 
 
+# What JSON's leaves arrive as: never a mapping (tested first, as most values are these).
+SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def _dotted(prefix: str, value: Any, row: dict[str, Any]) -> None:
     """Flatten nested mappings into ``prefix.key`` columns; lists are left to run.json."""
-    if isinstance(value, Mapping):
-        for key, item in value.items():
+    for key, item in value.items():
+        kind = type(item)
+        if kind is dict or (kind not in SCALARS and isinstance(item, Mapping)):
             _dotted(f"{prefix}.{key}", item, row)
-    elif not isinstance(value, list):
-        row[prefix] = value
+        elif kind is not list:
+            row[f"{prefix}.{key}"] = item
+
+
+def _leaf(value: Any) -> bool:
+    """Neither a mapping nor a list: a value that is a column of its own."""
+    kind = type(value)
+    return kind in SCALARS or not (kind is list or isinstance(value, (Mapping, list)))
 
 
 def flatten(rec: Mapping[str, Any]) -> dict[str, Any]:
@@ -66,11 +77,11 @@ def flatten(rec: Mapping[str, Any]) -> dict[str, Any]:
                 if name in METRIC_MAPPINGS:  # always its sub-columns, empty when not measured
                     for sub in METRIC_MAPPINGS[name]:
                         row[f"{name}.{sub.name}"] = (item or {}).get(sub.name)
-                elif not isinstance(item, (list, Mapping)):
+                elif _leaf(item):
                     row[name] = item
-        elif key in ("hardware", "config"):
+        elif key in ("hardware", "config") and isinstance(value or {}, Mapping):
             _dotted(key, value or {}, row)
-        elif not isinstance(value, (Mapping, list)):
+        elif _leaf(value):
             row[key] = value
     return row
 

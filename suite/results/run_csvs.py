@@ -174,7 +174,9 @@ def parse_together(
     set on each frame costs more than its parse)."""
     alone = [(i, None) for i in range(len(bodies))]
     try:
-        raw = pd.read_csv(io.StringIO(header + "\n" + "".join(bodies)), low_memory=False)
+        # as bytes: a StringIO of a large text holds four bytes a character
+        text = (header + "\n" + "".join(bodies)).encode()
+        raw = pd.read_csv(io.BytesIO(text), low_memory=False)
     except (ValueError, pd.errors.ParserError):
         return alone
     rows = np.array([body.count("\n") for body in bodies])

@@ -88,9 +88,28 @@ def plain_copy(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
+# The config's mappings ``run_identity`` takes keys out of: copied; the rest are only read.
+CHANGED_MAPPINGS = tuple(
+    dict.fromkeys(["data", "optimizer", *(k.split(".")[0] for k in NON_IDENTITY_KEYS if "." in k)])
+)
+
+
+def _changeable_copy(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config with a copy of each mapping ``run_identity`` changes (every run read is hashed
+    again: copying all of it costs more than the hash); anything but plain JSON: all copied."""
+    ident = dict(config)
+    for key in CHANGED_MAPPINGS:
+        value = ident.get(key)
+        if type(value) is dict:
+            ident[key] = dict(value)
+        elif value is not None:
+            return plain_copy(dict(config))
+    return ident
+
+
 def run_identity(config: Mapping[str, Any], workers: int, global_batch: int) -> dict[str, Any]:
     """The part of a resolved config that defines the experiment (what the run id hashes)."""
-    ident = plain_copy(dict(config))
+    ident = _changeable_copy(config)
     tag = (ident.get("hardware") or {}).get("tag")
     for dotted in NON_IDENTITY_KEYS:
         *parents, leaf = dotted.split(".")

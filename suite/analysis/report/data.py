@@ -24,6 +24,8 @@ from dpsuite.analysis.report.run_frames import RunFrames, stacked
 from dpsuite.errors import UserError
 from dpsuite.optim.lr_rules import RULES
 from dpsuite.results import owned
+from dpsuite.results.gate import shared_walk
+from dpsuite.results.store import COMM_BENCH_JSON, INPUT_BENCH_JSON
 
 RUN_COLUMNS = list(results.schema.SUMMARY_COLUMNS)
 TEXT_COLUMNS = {
@@ -113,9 +115,10 @@ def load_tree(path: str | Path) -> ResultsTree:
     root = check_results_dir(path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        runs = results.load(root)
-        comm = results.load_comm_bench(root)
-        inputs = results.load_input_bench(root)
+        with shared_walk(root, ("run.json", COMM_BENCH_JSON, INPUT_BENCH_JSON)):
+            runs = results.load(root)
+            comm = results.load_comm_bench(root)
+            inputs = results.load_input_bench(root)
     notes = [str(w.message) for w in caught if w.category is UserWarning]  # not library noise
     if runs.empty and comm.empty and inputs.empty:
         nothing = "no run.json, comm_bench.json or input_bench.json"
@@ -512,7 +515,9 @@ def accuracy_table(conv: pd.DataFrame) -> pd.DataFrame:
     """Per group, rule and global batch: final accuracy over the completed seeds (their mean,
     median (see `seed_split.median`) and each seed's, ``acc_seeds``), and divergence."""
     rows = []
-    for (group, rule, batch), grp in conv.groupby(["group", "lr_rule", "global_batch"]):
+    key = ["group", "lr_rule", "global_batch"]
+    narrow = conv[[*key, "status", "final_eval_acc"]]  # a group of a wide frame copies it all
+    for (group, rule, batch), grp in narrow.groupby(key):
         done = grp[grp["status"] == "complete"]["final_eval_acc"].dropna()
         rows.append(
             {

@@ -60,7 +60,17 @@ def point_b_crit(
     best = target_study.oracle(target_study.settings_table(group))
     if best.empty:
         return math.nan
-    seeds = target_study.seed_steps(group)
+    return b_crit_of_best(best, target_study.seed_steps(group), drop, relative)
+
+
+def b_crit_of_best(
+    best: pd.DataFrame,
+    seeds: pd.DataFrame,
+    drop: frozenset[int] = frozenset(),
+    relative: bool = True,
+) -> float:
+    """``point_b_crit`` from a group's best settings (``target_study.oracle``) and its
+    ``target_study.seed_steps``, for a caller that has them already."""
     kept = best[np.isfinite(best["steps"])]
     kept = kept[~kept["global_batch"].isin(not_tuned(best, seeds) | set(drop))]
     if len(kept) < 3:
@@ -106,11 +116,25 @@ def warmup_parts(group: pd.DataFrame) -> dict[str, pd.DataFrame]:
     }
 
 
-def spread(group: pd.DataFrame, fit: critical_batch_fit.CriticalFit) -> Spread:
-    """B_crit under the documented alternatives to ``fit``'s choices."""
-    choices = {"absolute-error fit": point_b_crit(group, relative=False)}
+def spread(
+    group: pd.DataFrame,
+    fit: critical_batch_fit.CriticalFit,
+    best: pd.DataFrame | None = None,
+    seeds: pd.DataFrame | None = None,
+) -> Spread:
+    """B_crit under the documented alternatives to ``fit``'s choices; ``best`` and ``seeds``:
+    the group's, where the caller has them (each alternative refits from them, not from the
+    group's runs again)."""
+    if best is None or seeds is None:
+        best = target_study.oracle(target_study.settings_table(group))
+        seeds = target_study.seed_steps(group)
+
+    def refit(drop: frozenset[int] = frozenset(), relative: bool = True) -> float:
+        return math.nan if best.empty else b_crit_of_best(best, seeds, drop, relative)
+
+    choices = {"absolute-error fit": refit(relative=False)}
     for batch in fit.batches:
-        choices[f"without batch {batch}"] = point_b_crit(group, drop=frozenset({batch}))
+        choices[f"without batch {batch}"] = refit(frozenset({batch}))
     for label, part in warmup_parts(group).items():
         choices[label] = point_b_crit(part)
     return Spread(choices)

@@ -17,6 +17,9 @@ class RunFrames(MutableMapping[str, pd.DataFrame]):
 
     def __init__(self, reads: dict[str, Read] | None = None) -> None:
         self._reads: dict[str, Read] = dict(reads or {})
+        # Each joint frame's columns as arrays, taken once: thousands of runs read one column
+        # of the same joint frame, and pandas builds a new Series at every lookup.
+        self._arrays: dict[tuple[int, str], tuple[pd.DataFrame, np.ndarray]] = {}
 
     def __getitem__(self, run_id: str) -> pd.DataFrame:
         return self._reads[run_id].frame
@@ -42,7 +45,14 @@ class RunFrames(MutableMapping[str, pd.DataFrame]):
         part = read.part
         if name not in part.joint:
             return None
-        return part.joint[name].to_numpy()[part.start : part.start + part.rows]
+        return self._joint_column(part.joint, name)[part.start : part.start + part.rows]
+
+    def _joint_column(self, joint: pd.DataFrame, name: str) -> np.ndarray:
+        key = (id(joint), name)
+        held = self._arrays.get(key)
+        if held is None or held[0] is not joint:  # the frame is held too: its id stays its own
+            held = self._arrays[key] = (joint, joint[name].to_numpy())
+        return held[1]
 
     def rows(self) -> pd.DataFrame:
         """Every run's rows one after another, each with its ``run_id``."""

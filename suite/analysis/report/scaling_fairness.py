@@ -37,12 +37,14 @@ def resources_per_worker(runs: pd.DataFrame) -> pd.Series:
     per_host = _numbers(runs, "hardware.workers_per_host").fillna(_numbers(runs, "workers"))
     device = runs["device"].astype(str) if "device" in runs.columns else pd.Series("?", runs.index)
     labels = []
-    for i in runs.index:
-        if device[i].startswith("cuda"):
-            sharing = per_host[i] / gpus[i] if gpus[i] > 0 else float("nan")
+    # the values as arrays, run by run: a Series looked up by label per run costs seconds
+    columns = (device, threads, gpus, per_host)
+    for dev, thread, gpu, host in zip(*(c.to_numpy() for c in columns), strict=True):
+        if dev.startswith("cuda"):
+            sharing = host / gpu if gpu > 0 else float("nan")
             labels.append(f"{sharing:g} workers/GPU" if sharing > 1 else "1 GPU/worker")
-        elif threads[i] >= 1:
-            labels.append(f"{plural(int(threads[i]), 'thread')}/worker")
+        elif thread >= 1:
+            labels.append(f"{plural(int(thread), 'thread')}/worker")
         else:
             labels.append(UNRECORDED)
     return pd.Series(labels, index=runs.index, dtype=object)

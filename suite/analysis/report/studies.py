@@ -180,7 +180,7 @@ def analyse(
         faster=faster,
         warmup=warmup_axis.warmup_oracle(group, settings),
         fit=fit,
-        spread=fit_choices.spread(group, fit) if fit else None,
+        spread=fit_choices.spread(group, fit, best, seeds) if fit else None,
         by_target=b_crit_by_target.by_target(group, tree.epochs),
         near=critical_batch_fit.predict_near_target(
             target_study.oracle_runs(group, best), tree.epochs
