@@ -6,6 +6,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from dpsuite.measure.calibration import time_without_sync
+from dpsuite.measure.comm_probe import reducer_timers
 from dpsuite.measure.comm_timer import CommTimer, union_length
 from dpsuite.measure.step_timer import StepTimer
 from dpsuite.optim.precision import Precision
@@ -79,6 +80,11 @@ def _check_hook_and_calibration(rank: int) -> None:
     comm.begin_step()
     run_step(batches[0][1])
     assert comm.end_step().buckets >= 2 and comm.calls > calls, "sync is back on afterwards"
+
+    # The comm probe reads DDP's timers without its strings: the same numbers.
+    full, timers = net._get_ddp_logging_data(), reducer_timers(net)
+    assert "backward_compute_time_start" in timers and "module_name" not in timers
+    assert all(full[key] == value for key, value in timers.items())
 
 
 @pytest.mark.multiproc

@@ -236,3 +236,16 @@ def test_measuring_leaves_the_training_unchanged(dpsuite, tmp_path, overrides):
     assert off_epochs["grad_noise_scale"].isna().all()
     gns = read_run(on_run)["metrics"]["grad_noise_scale"]
     assert gns["estimates"] == 12 and gns["trace"] > 0
+
+
+def test_measured_pairs_are_the_pieces_mean_and_the_gradient_norm_over_the_scale():
+    meter = NoiseScaleMeter("halves", 1, 4, 8, 32, torch.device("cpu"))
+    pieces, grads = [torch.tensor(2.0), torch.tensor(5.0)], [torch.tensor([3.0, 4.0])]
+    meter.add_pieces(0, pieces, grads)
+    meter.add_pieces(1, pieces[:1], grads, scale=2.0)
+    meter.add_pieces(2, pieces[:1], grads)
+    assert [(s.item(), b.item()) for _, s, b in meter._pending] == [
+        (3.5, 25.0),
+        (0.5, 6.25),
+        (2.0, 25.0),
+    ]

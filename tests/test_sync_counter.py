@@ -27,3 +27,12 @@ def test_a_periodic_exchange_counts_in_windowed_medians():
     assert median(windowed(comm, 4)) == pytest.approx(1.0)
     assert windowed([1.0, 2.0, 3.0], 1) == [1.0, 2.0, 3.0]
     assert windowed([1.0, 3.0, 5.0], 2) == [2.0]  # only whole windows
+
+
+def test_a_step_without_communication_files_zeros():
+    c = CommCounter()
+    quiet = c.end_step()
+    assert (quiet.bytes, quiet.ops, quiet.blocking_s) == (0.0, 0, 0.0)
+    c.add_blocking(0.5)
+    assert c.end_step().blocking_s == 0.5 and c.end_step().blocking_s == 0.0
+    assert [s.ops for s in c.steps] == [0, 0, 0] and len(c.steps) == 3

@@ -106,3 +106,34 @@ def test_one_train_step_moves_the_model_and_is_watched(tmp_path):
     assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
     assert math.isfinite(check(run, 1)) and run.optimizer.param_groups[0]["lr"] == 0.1
     assert evaluate_and_record(run, 1, 2.0) and run.log[-1]["step"] == 1
+
+
+def test_parameter_sum_is_finite_exactly_when_every_parameter_is():
+    from dpsuite.engine.train import exact_parameter_sum, parameter_sum
+
+    big = [torch.full((4,), 3e38), torch.ones(3)]  # finite, but their float32 sum overflows
+    assert not math.isfinite(float(parameter_sum(big)))
+    assert math.isfinite(float(exact_parameter_sum(big)))  # what the check then decides on
+    for bad in (float("inf"), float("nan")):
+        params = [torch.ones(3), torch.tensor([1.0, bad])]
+        assert not math.isfinite(float(parameter_sum(params)))
+        assert not math.isfinite(float(exact_parameter_sum(params)))
+    mixed = [torch.ones(2), torch.ones(2, dtype=torch.float64)]
+    assert float(parameter_sum(mixed)) == 4.0 and parameter_sum(mixed).dtype == torch.float64
+
+
+def test_a_check_on_overflowing_but_finite_parameters_goes_on(monkeypatch):
+    """Ranks with the same parameters decide from them (here one process posing as a rank)."""
+    from dpsuite.engine import train
+
+    spec = resolve(compose_config([*SMALL, "workers=1"]))
+    run = setup(spec, Ranks(0, 1, 0, 1), torch.device("cpu"), writer=None)
+    monkeypatch.setattr(train.distributed, "active", lambda: True)
+    train_step(run, 0, run.replicas.batches())
+    assert run.strategy.same_parameters and check(run, 1)
+    with torch.no_grad():
+        run.shared_params[0].fill_(3e38)  # float32 sums overflow; every value is finite
+    assert check(run, 1)
+    with torch.no_grad():
+        run.shared_params[-1].view(-1)[0] = float("nan")
+    assert not check(run, 2)

@@ -41,7 +41,10 @@ LossOf = Callable[[nn.Module, Any], Tensor]
 
 
 def loss_under_autocast(loss_of: LossOf, precision: Precision) -> LossOf:
-    """``loss_of`` run under the run's autocast (mixed precision, or nothing)."""
+    """``loss_of`` run under the run's autocast (mixed precision), or ``loss_of`` itself where
+    there is none (no context to enter and leave on every step)."""
+    if not precision.autocasts:
+        return loss_of
 
     def autocast_loss(net: nn.Module, batch: Any) -> Tensor:
         with precision.autocast():

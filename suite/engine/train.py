@@ -148,13 +148,29 @@ def divergence_flag(run: Run) -> tuple[bool, float]:
         value = local.item()  # one process: its loss is everyone's
         return math.isfinite(value), value / count if count else 0.0
     if run.strategy.same_parameters:
-        params = run.replicas.model.parameters()
-        shared = torch.stack([p.detach().sum(dtype=torch.float64) for p in params]).sum()
-        shared, value = torch.stack([shared, local]).tolist()  # the step's one host read
+        params = run.shared_params
+        shared, value = torch.stack([parameter_sum(params), local]).tolist()  # one host read
+        if not math.isfinite(shared):  # non-finite, or a sum that overflowed its dtype
+            shared = exact_parameter_sum(params).item()
         return math.isfinite(shared), value / count if count else 0.0
     total, n = distributed.all_reduce_sum([local.item(), count], run.device)
     mean = total / n if n else 0.0
     return math.isfinite(mean), mean
+
+
+def parameter_sum(params: list[Tensor]) -> Tensor:
+    """The parameters' sum (float64), each summed in its own dtype: finite only if every
+    parameter is. Where it is not finite, ``exact_parameter_sum`` decides (a sum can overflow
+    where the parameters are finite); summing in float64 costs several times as much."""
+    sums = [p.detach().sum() for p in params]
+    if len({s.dtype for s in sums}) > 1:
+        return exact_parameter_sum(params)
+    return torch.stack(sums).sum().double()
+
+
+def exact_parameter_sum(params: list[Tensor]) -> Tensor:
+    """The parameters' sum in float64: not finite only where a parameter is not."""
+    return torch.stack([p.detach().sum(dtype=torch.float64) for p in params]).sum()
 
 
 def evaluate_and_record(run: Run, step: int, train_loss: float) -> bool:
@@ -241,11 +257,14 @@ class Run:
     flops: float | None
     reporter: progress.Reporter
     losses: LossTracker = field(init=False)
+    shared_params: list[Tensor] = field(init=False)
     log: list[dict[str, Any]] = field(default_factory=list)
     wall0: float = field(default_factory=time.perf_counter)
 
     def __post_init__(self) -> None:
         self.losses = LossTracker(self.device)
+        # Listed once: the divergence check reads them at every check.
+        self.shared_params = list(self.replicas.model.parameters())
 
     @property
     def target(self) -> float:

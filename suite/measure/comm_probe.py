@@ -91,7 +91,7 @@ class CommProbe(Probe):
             self._forwards += 1
 
     def _read_reducer(self, step: int) -> None:
-        data = self.ddp._get_ddp_logging_data()  # type: ignore[union-attr]
+        data = reducer_timers(self.ddp)  # type: ignore[arg-type]
         start = data.get("backward_compute_time_start", 0)
         described = self._starts_ns.pop(self._forwards - 1, None)
         if described is None or not described <= start <= time.time_ns():
@@ -144,3 +144,12 @@ class CommProbe(Probe):
             "comm_samples_rejected": self.rejected,
             "comm_timing": "hook" if self.hook_timer else ("ddp_reducer" if self.ddp else "clock"),
         }
+
+
+def reducer_timers(ddp: DDP) -> dict[str, int]:
+    """The integers of DDP's logging data (its timers among them, in ns): what
+    ``DDP._get_ddp_logging_data()`` returns without its strings, at a third of the cost."""
+    logger = getattr(ddp, "logger", None)
+    if logger is None:
+        return ddp._get_ddp_logging_data()
+    return logger._get_ddp_logging_data().ints_map

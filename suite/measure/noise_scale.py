@@ -140,8 +140,11 @@ class NoiseScaleMeter:
     ) -> None:
         """One measured step: its pieces' squared norms (this rank's) and its averaged
         gradient; ``scale`` is fp16's loss scale, by which both are multiplied."""
-        small = torch.stack(piece_norms).mean()
-        self._pending.append((step, small / scale**2, squared_norm(grads) / scale**2))
+        small = piece_norms[0] if len(piece_norms) == 1 else torch.stack(piece_norms).mean()
+        big = squared_norm(grads)
+        if scale != 1.0:  # fp16's loss scaling (dividing by 1 would be two more ops per step)
+            small, big = small / scale**2, big / scale**2
+        self._pending.append((step, small, big))
 
     def sync(self) -> None:
         """Fold the pending measurements into the sums (real workers: sum local norms over

@@ -13,7 +13,6 @@ from typing import Any
 import torch
 
 from dpsuite.measure.probes import Probe
-from dpsuite.runtime.host import wait_for_device
 
 
 @dataclass
@@ -35,18 +34,18 @@ class StepTimer:
     _seen: int = 0
     _t0: float = 0.0
     _start_event: Any = None
+    # Decided once: start and stop run on every step, and on CPU are a clock reading each.
+    on_device: bool = field(init=False)
 
-    @property
-    def on_device(self) -> bool:
-        return self.device.type == "cuda"
+    def __post_init__(self) -> None:
+        self.on_device = self.device.type == "cuda"
 
     def start(self) -> None:
         if self.on_device:
             self._start_event = torch.cuda.Event(enable_timing=True)
             self._start_event.record()
         else:
-            wait_for_device(self.device)
-            self._t0 = time.perf_counter()
+            self._t0 = time.perf_counter()  # nothing is queued on a CPU device
 
     def stop(self, step: int) -> float | None:
         """This step's seconds on CPU; on CUDA None (known once its events have completed)."""
@@ -59,9 +58,8 @@ class StepTimer:
                 self._open.append((self._start_event, end))
             self._read_completed()
             return None
-        wait_for_device(self.device)
         elapsed = time.perf_counter() - self._t0
-        if self.last_kept:
+        if self._seen > self.warmup:
             self._durations.append(elapsed)
             self.steps.append(step)
         return elapsed

@@ -36,6 +36,11 @@ class Precision:
         """Parameters (and float data) are kept in this dtype; autocast lowers the math."""
         return torch.float64 if self.name == "fp64" else torch.float32
 
+    @property
+    def autocasts(self) -> bool:
+        """Whether steps run under autocast (bf16/fp16)."""
+        return self.name in AUTOCAST_DTYPES
+
     def autocast(self) -> contextlib.AbstractContextManager:
         """Autocast to bf16/fp16, or nothing (a plain context: no cost per step in fp32)."""
         if self.name in AUTOCAST_DTYPES:

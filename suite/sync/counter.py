@@ -31,6 +31,10 @@ class StepComm:
     blocking_s: float = 0.0
 
 
+# The tally of a step that communicated nothing through the counter (shared: it is frozen).
+NO_COMM = StepComm()
+
+
 @dataclass
 class CommCounter:
     """Collects one step's communication; :meth:`end_step` files it and starts the next step.
@@ -61,8 +65,11 @@ class CommCounter:
 
     def end_step(self) -> StepComm:
         with self._lock:
-            step = StepComm(self._bytes, self._ops, self._blocking)
-            self._bytes, self._ops, self._blocking = 0.0, 0, 0.0
+            if self._ops or self._bytes or self._blocking:
+                step = StepComm(self._bytes, self._ops, self._blocking)
+                self._bytes, self._ops, self._blocking = 0.0, 0, 0.0
+            else:
+                step = NO_COMM  # a step of DDP's built-in all-reduce: no object per step
         self.steps.append(step)
         return step
 
