@@ -44,7 +44,10 @@ def test_unknown_option_is_one_line(dpsuite, capsys):
             {"scaling", "scaling_models", "scaling_models_gpt2", "scaling_models_resnet50"},
         ),
         ("dpsuite sweep scaling work", {"workers=", "workload=", "workload."}),
-        ("dpsuite run workload=t", {"workload=tiny_gpt", "workload=torchvision"}),
+        (
+            "dpsuite run workload=t",
+            {"workload=tiny_gpt", "workload=tiny_gpt_loss", "workload=torchvision"},
+        ),
         ("dpsuite run sync=p", {"sync=param_server", "sync=powersgd"}),
         ("dpsuite run lr_rule=linear_warmup lr_rule.war", {"lr_rule.warmup_epochs="}),
         ("dpsuite run --dr", {"--dry-run"}),
