@@ -84,7 +84,12 @@ def test_a_team_repo_with_its_own_suite_and_workloads_runs_dpsuite(tmp_path):
     team = team_repo(tmp_path / "team")
     results = tmp_path / "results"
     done = run_in(
-        team, "run", "workload=mnist1d_mlp", "train.max_steps=2", f"results_dir={results}"
+        team,
+        "run",
+        "workload=mnist1d_mlp",
+        "workload.num_samples=2000",  # the tests' shared small dataset, not 50,000 generated
+        "train.max_steps=2",
+        f"results_dir={results}",
     )
     assert done.returncode == 0, done.stderr
     assert read_run(only_run(results))["status"] == "complete"
