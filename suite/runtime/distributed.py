@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import faulthandler
+import functools
 import gc
 import hashlib
 import json
@@ -19,6 +21,7 @@ from datetime import timedelta
 from multiprocessing import connection as mp_connection
 from multiprocessing import reduction
 from pathlib import Path
+from typing import TextIO
 
 import torch
 import torch.distributed as dist
@@ -402,6 +405,13 @@ def _received_fd(dup) -> int:
 LAUNCHER_GONE_GRACE_S = 10.0  # for rank 0 to mark the run before the worker exits regardless
 
 
+@functools.cache
+def _devnull() -> TextIO:
+    """Where a stuck worker's last tracebacks go: nowhere (the launcher names the cause); kept
+    open for faulthandler's thread."""
+    return open(os.devnull, "w")  # noqa: SIM115
+
+
 def watch_launcher(lifeline: int | Lifeline) -> None:
     """In a worker: when the launcher is gone, raise LauncherGone in this (main) thread, and
     exit after LAUNCHER_GONE_GRACE_S if that has not ended the worker (blocked in a
@@ -428,10 +438,12 @@ def watch_launcher(lifeline: int | Lifeline) -> None:
         with contextlib.suppress(OSError):
             while os.read(fd, 1):
                 pass
+        # The exit after the grace period is faulthandler's C thread, which needs no GIL: the
+        # main thread may hold the GIL while blocked in C++ (a process group's teardown waiting
+        # on its own threads), and then a Python thread would never wake from its sleep.
+        faulthandler.dump_traceback_later(LAUNCHER_GONE_GRACE_S, exit=True, file=_devnull())
         gone.set()
         signal.pthread_kill(main, signal.SIGINT)  # a real signal: it interrupts a wait
-        time.sleep(LAUNCHER_GONE_GRACE_S)
-        os._exit(1)
 
     threading.Thread(target=watch, name="dpsuite-launcher-watch", daemon=True).start()
 
