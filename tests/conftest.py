@@ -52,9 +52,9 @@ SMALL = ["workload.num_samples=2000"]
 def fresh_meta_measurements():
     """Each test starts without the meta-device measurements an earlier test left in this
     process (a test may patch one workload instance of a class another test measured)."""
-    from dpsuite.measure import memory_estimate
+    from dpsuite.measure import meta_model
 
-    memory_estimate.forget_measurements()
+    meta_model.forget_measurements()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -13,30 +13,23 @@ one line before any rank starts (rather than a rank failing inside ``fully_shard
 
 from __future__ import annotations
 
-import torch
+from torch import nn
 
 from dpsuite.conf.schema import RunConfig
 from dpsuite.errors import UserError
+from dpsuite.measure.meta_model import on_meta_model
 from dpsuite.workloads.base import Workload
-from dpsuite.workloads.contained import Escaped, call_contained
-
-META_LIMIT_S = 60.0  # the model built on the meta device allocates nothing
 
 
 def scalar_parameter(workload: Workload) -> str | None:
     """The name of the first scalar (0-dimensional) parameter of the workload's model, built
     on the meta device; None when it has none or cannot be built here (its run then says why
     when it loads)."""
+    return on_meta_model("scalar-parameter", workload, first_scalar)
 
-    def first_scalar() -> str | None:
-        with torch.device("meta"):  # a thread's own mode: entered in the contained thread
-            model = workload.build_model()
-        return next((n for n, p in model.named_parameters() if p.dim() == 0), None)
 
-    try:
-        return call_contained(first_scalar, META_LIMIT_S, "meta-model")
-    except Escaped:
-        return None
+def first_scalar(model: nn.Module) -> str | None:
+    return next((n for n, p in model.named_parameters() if p.dim() == 0), None)
 
 
 def check_sync_combination(cfg: RunConfig, workload: Workload, device: str | None) -> None:

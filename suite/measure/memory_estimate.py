@@ -46,13 +46,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 import torch
 from torch import nn
 
+from dpsuite.measure.meta_model import META_LIMIT_S, measured_once, on_meta_model
 from dpsuite.workloads.base import Workload
 from dpsuite.workloads.contained import Escaped, call_contained
 
@@ -61,30 +61,6 @@ TRANSFORMER_WIDTH_FACTOR = 18  # elements saved per token per block, per unit of
 LOGIT_COPIES = 4
 EVAL_COPIES = 4  # an evaluation forward: a layer's input, output and workspace, at its largest
 DATA_ELEMENT_BYTES = 4  # float32 inputs (uint8 images are counted high)
-META_LIMIT_S = 60.0  # a model built, and run once, on the meta device allocates nothing
-
-T = TypeVar("T")
-# What the meta device told, per model config and batch, for the life of the process: a sweep's
-# points share a few models and batches, and each meta build or forward costs 0.1-1 s (a plugin
-# that hangs there, up to META_LIMIT_S).
-_MEASURED: dict[tuple, object] = {}
-
-
-def forget_measurements() -> None:
-    """Drop what ``measured_once`` kept (a model's code changed within this process)."""
-    _MEASURED.clear()
-
-
-def measured_once(kind: str, workload: Workload, batch: int, compute: Callable[[], T]) -> T:
-    """``compute()`` for this workload's model config at ``batch``, computed once per process."""
-    try:
-        config = repr(workload.config)
-    except Exception:  # a plugin's config that cannot say what it is: measured every time
-        return compute()
-    key = (kind, type(workload).__module__, type(workload).__qualname__, config, batch)
-    if key not in _MEASURED:
-        _MEASURED[key] = compute()
-    return _MEASURED[key]  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -112,17 +88,10 @@ def parameter_count(workload: Workload) -> int:
     if callable(dims):
         return dims().parameters
 
-    def count() -> int:
-        with torch.device("meta"):  # a thread's own mode: entered in the contained thread
-            return sum(p.numel() for p in workload.build_model().parameters())
-
-    def contained_count() -> int:
-        try:
-            return call_contained(count, META_LIMIT_S, "meta-model")
-        except Escaped:
-            return 0
-
-    return measured_once("parameters", workload, 0, contained_count)
+    counted = on_meta_model(
+        "parameters", workload, lambda model: sum(p.numel() for p in model.parameters())
+    )
+    return counted or 0
 
 
 def transformer_activation_elements(dims, batch: int) -> int:
