@@ -111,13 +111,14 @@ class Library:
         return f"{self.library} on {self.backend}{version}"
 
 
-def _beta(top: Topology, m: int) -> float:
+def span_s_per_byte(top: Topology, m: int) -> float:
     """Time per byte of a ring or tree that spans ``m`` nodes: its slowest link."""
     beta = top.intra.s_per_byte
     return max(beta, top.inter.s_per_byte) if m > 1 and top.inter else beta
 
 
-def _alpha_n(top: Topology) -> float:
+def span_latency_s(top: Topology) -> float:
+    """Latency of a hop between nodes (the intra-node link's where there is no network)."""
     return top.inter.latency_s if top.inter else top.intra.latency_s
 
 
@@ -148,7 +149,7 @@ def _nccl_latency(top: Topology, algorithm: str, p: int, n: int, size: float) ->
 
 def _nccl_bus_bw(top: Topology, algorithm: str, p: int, m: int) -> float:
     """Bus bandwidth (bytes/s) of an (algorithm, protocol): the link's, NCCL's factors applied."""
-    bus = 1 / _beta(top, m)
+    bus = 1 / span_s_per_byte(top, m)
     ll_max = NCCL_LL_MAX_BW[min(m, 3) - 1] * 1e9
     if algorithm == "tree":
         bus *= 0.92
@@ -195,8 +196,10 @@ def _nccl_times(
 
 def ring_s(top: Topology, size: float, n: int) -> float:
     m = top.nodes(n)
-    latency = 2 * (n - m) * top.intra.latency_s + 2 * (m - 1) * _alpha_n(top)
-    return latency + 2 * (n - 1) / n * size * _beta(top, m) + (n - 1) / n * size * top.gamma
+    latency = 2 * (n - m) * top.intra.latency_s + 2 * (m - 1) * span_latency_s(top)
+    return (
+        latency + 2 * (n - 1) / n * size * span_s_per_byte(top, m) + (n - 1) / n * size * top.gamma
+    )
 
 
 def halving_doubling_cost(p: int) -> tuple[float, float, float]:
@@ -213,8 +216,8 @@ def halving_doubling_cost(p: int) -> tuple[float, float, float]:
 def halving_doubling_s(top: Topology, size: float, n: int) -> float:
     m = top.nodes(n)
     hops, beta, gamma = halving_doubling_cost(n)
-    alpha = _alpha_n(top) if m > 1 else top.intra.latency_s
-    return hops * alpha + beta * size * _beta(top, m) + gamma * size * top.gamma
+    alpha = span_latency_s(top) if m > 1 else top.intra.latency_s
+    return hops * alpha + beta * size * span_s_per_byte(top, m) + gamma * size * top.gamma
 
 
 def hierarchical_s(top: Topology, size: float, n: int) -> float:
@@ -225,7 +228,9 @@ def hierarchical_s(top: Topology, size: float, n: int) -> float:
     inside += (g - 1) / g * size * top.gamma
     hops, beta, gamma = halving_doubling_cost(m)
     shard = size / g  # each of the g ranks all-reduces its shard across nodes, in parallel
-    across = hops * _alpha_n(top) + beta * size * top.inter.s_per_byte + gamma * shard * top.gamma
+    across = (
+        hops * span_latency_s(top) + beta * size * top.inter.s_per_byte + gamma * shard * top.gamma
+    )
     return inside + across
 
 

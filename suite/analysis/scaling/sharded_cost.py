@@ -32,12 +32,9 @@ def all_gather_s(top: Topology, size: float, n: int, library: Library) -> float:
     if library.backend == "nccl":
         return allreduce_cost.nccl_s(top, size, n, "ring", library.nccl_ll128) / 2
     m = top.nodes(n)
-    inter = top.inter.latency_s if top.inter else top.intra.latency_s
-    latency = (n - m) * top.intra.latency_s + (m - 1) * inter
-    beta = top.intra.s_per_byte
-    if m > 1 and top.inter:
-        beta = max(beta, top.inter.s_per_byte)  # a ring across nodes: its slowest link
-    return latency + (n - 1) / n * size * beta
+    latency = (n - m) * top.intra.latency_s + (m - 1) * allreduce_cost.span_latency_s(top)
+    # a ring across nodes moves at its slowest link
+    return latency + (n - 1) / n * size * allreduce_cost.span_s_per_byte(top, m)
 
 
 def reduce_scatter_s(top: Topology, size: float, n: int, library: Library) -> float:
