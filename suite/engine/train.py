@@ -162,10 +162,9 @@ def parameter_sum(params: list[Tensor]) -> Tensor:
     """The parameters' sum (float64), each summed in its own dtype: finite only if every
     parameter is. Where it is not finite, ``exact_parameter_sum`` decides (a sum can overflow
     where the parameters are finite); summing in float64 costs several times as much."""
-    sums = [p.detach().sum() for p in params]
-    if len({s.dtype for s in sums}) > 1:
+    if len({p.dtype for p in params}) > 1:
         return exact_parameter_sum(params)
-    return torch.stack(sums).sum().double()
+    return torch.stack([p.detach().sum() for p in params]).sum().double()
 
 
 def exact_parameter_sum(params: list[Tensor]) -> Tensor:
