@@ -69,7 +69,12 @@ def table(study: studies.TargetStudy, about: str) -> render.Table:
     """The LR oracle per global batch: its steps, LR and seeds (`oracle_table`)."""
     target = study.target_text
     return render.Table(
-        f"LR oracle: fewest steps to {target} per global batch{about}", oracle_table(study)
+        f"LR oracle: fewest steps to {target} per global batch{about}",
+        oracle_table(study),
+        note="next_lr_below and next_lr_above: the peak LRs tried nearest to the best on either "
+        "side, each with its fewest seed-median steps there (with or without warmup): a best LR "
+        "with a slower LR tried on both sides is bracketed on the LR axis (equal steps: a "
+        "plateau over both LRs, which evaluations at whole intervals make common).",
     )
 
 
@@ -111,8 +116,40 @@ def reach_window(study: studies.TargetStudy) -> int:
     return int(window.max()) if len(window) else 1
 
 
+SAME_LR = 1.01  # peak LRs closer than this ratio are one LR for the bracket
+
+
+def lr_neighbours(settings: pd.DataFrame, batch: int, best_lr: float) -> tuple[str, str]:
+    """The distinct peak LRs tried next below and next above the oracle's at ``batch``, each
+    with its fewest seed-median steps ("0.035: 2,400"), or "none tried": what brackets the
+    best on the LR axis."""
+    if pd.isna(best_lr):
+        return "", ""
+    grp = settings[settings["global_batch"] == batch]
+    rounded = grp["peak_lr"].map(lambda p: float(f"{p:.6g}"))
+    best = float(f"{best_lr:.6g}")
+    # Within 1 % is the best LR itself under another setting (the grid's 0.283, the sqrt
+    # rule's 0.28284 with warmup): the bracket is the next LR beyond it on either side.
+    below, above = rounded[rounded < best / SAME_LR], rounded[rounded > best * SAME_LR]
+
+    def side(lrs: pd.Series, nearest: float | None) -> str:
+        if nearest is None:
+            return "none tried"
+        steps = grp.loc[lrs.index[lrs == nearest], "steps"].min()
+        return f"{nearest:.3g}: {steps_text(float(steps))}"
+
+    return (
+        side(below, below.max() if len(below) else None),
+        side(above, above.min() if len(above) else None),
+    )
+
+
 def oracle_table(study: studies.TargetStudy) -> pd.DataFrame:
     best = study.best
+    neighbours = [
+        lr_neighbours(study.settings, int(b), lr)
+        for b, lr in zip(best["global_batch"], best["peak_lr"], strict=True)
+    ]
     perfect = [study.knee.perfect(b) if study.knee else None for b in best["global_batch"]]
     fitted = [study.fit.steps(b) if study.fit else None for b in best["global_batch"]]
     faster = set(study.faster["global_batch"])
@@ -136,6 +173,8 @@ def oracle_table(study: studies.TargetStudy) -> pd.DataFrame:
             "fitted_steps": fitted,
             "best_lr_setting": best["setting"].fillna(""),
             "peak_lr": best["peak_lr"],
+            "next_lr_below": [below for below, _ in neighbours],
+            "next_lr_above": [above for _, above in neighbours],
             "seeds_reached": [
                 f"{r} of {n}" for r, n in zip(best["reached"], best["seeds"], strict=True)
             ],
