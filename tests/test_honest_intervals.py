@@ -180,6 +180,29 @@ def test_b_crit_by_target_from_the_evaluations():
     assert b_crit[0.6] == pytest.approx(b_crit[0.55]) and b_crit[0.6] < 0.7 * b_crit[0.75]
 
 
+def test_b_simple_is_taken_near_each_target():
+    """Each run's noise scale is 100 before its easy hit and 400 after: near the easy target
+    B_simple is 100, near the study's own 400 (the windows just before each hit)."""
+    group = tuned_group(1).assign(target_acc=0.75, stops_at_target=True)
+    epochs = {}
+    for _, r in group.iterrows():
+        s = int(r["steps_to_target"]) // 10 * 10
+        easy = int(s - E_MIN / 2 / r["global_batch"]) // 10 * 10
+        curve = evaluations({0.6: easy, 0.75: s})
+        window = np.arange(len(curve))  # a new window at every evaluation
+        late = curve["step"] > easy
+        epochs[r["run_id"]] = curve.assign(
+            gns_grad_sq=1.0 + 1e-6 * window, gns_trace=np.where(late, 400.0, 100.0)
+        )
+    table = b_crit_by_target.by_target(group, epochs, resamples=50).set_index("target")
+    assert table.loc[0.6, "b_simple"] == pytest.approx(100, rel=0.01)
+    assert table.loc[0.75, "b_simple"] == pytest.approx(400, rel=0.01)
+    assert table.loc[0.75, "b_simple_low"] <= 400 <= table.loc[0.75, "b_simple_high"] * 1.01
+    cells = critical_batch.near_cells(table.reset_index().iloc[-1])
+    assert cells["B_simple near it"] == "400"
+    assert cells["B_simple / B_crit"] == f"{400 / table.loc[0.75, 'b_crit']:.2f}"
+
+
 def test_a_loss_target_is_studied_in_its_own_direction_and_grouped_by_the_target_used():
     base = tuned_group(1).assign(
         target_metric="eval_loss", target_loss=0.3, target_acc=None, stops_at_target=True
@@ -212,3 +235,26 @@ def test_warmup_is_its_own_axis_of_the_oracle():
     assert table.loc[1024, "with_over_without"] == pytest.approx(0.5)
     assert table.loc[1024, "lr_with"] == table.loc[1024, "lr_without"] == pytest.approx(3.2)
     assert warmup_axis.warmup_oracle(group, target_study.settings_table(group)).empty
+
+
+def test_the_by_target_plot_draws_both_series_and_needs_two_points():
+    from dpsuite.analysis.report.sections.steps_to_target import by_target_plot
+
+    table = pd.DataFrame(
+        {
+            "target": [1.5, 1.3, 1.1],
+            "b_crit": [4.0, 8.0, math.nan],
+            "low": [3.0, 6.0, math.nan],
+            "high": [5.0, math.inf, math.nan],
+            "b_simple": [2.0, 3.0, 5.0],
+            "b_simple_low": [1.5, 2.5, 4.0],
+            "b_simple_high": [2.5, 3.5, 6.0],
+        }
+    )
+    fig = by_target_plot.by_target(table, target_study.LOSS, "t")
+    (ax,) = fig.axes
+    assert ax.xaxis_inverted()  # a lower loss is harder: to the right
+    assert len(ax.containers) == 2  # B_crit's two points and B_simple's three, with bars
+    lonely = table.assign(b_crit=math.nan, b_simple=[2.0, math.nan, math.nan])
+    assert by_target_plot.by_target(lonely, target_study.LOSS, "t") is None
+    assert not by_target_plot.worth_drawing(lonely)

@@ -96,12 +96,14 @@ def by_target(
     resamples: int = critical_batch_fit.FIT_RESAMPLES,
 ) -> pd.DataFrame:
     """Per target: the fit's batches, S_min, E_min, B_crit and its interval (and where that
-    comes from); NaN where fewer than 3 tuned batches reached the target."""
+    comes from), NaN where fewer than 3 tuned batches reached the target; and B_simple near
+    that target with its interval (``near_columns``)."""
     metric = target_study.target_of(group)[0]
     windows = run_windows(group, epochs, metric)
     rows = []
     for target in targets_for(group):
-        fit = fit_choices.fit_group(at_target(group, windows, target, metric), resamples)
+        recounted = at_target(group, windows, target, metric)
+        fit = fit_choices.fit_group(recounted, resamples)
         rows.append(
             {
                 "target": target,
@@ -114,6 +116,19 @@ def by_target(
                 "low": fit.b_crit_ci[0] if fit else math.nan,
                 "high": fit.b_crit_ci[1] if fit else math.nan,
                 "source": fit.source if fit else critical_batch_fit.NO_INTERVAL,
+                **near_columns(recounted, epochs),
             }
         )
     return pd.DataFrame(rows)
+
+
+def near_columns(recounted: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> dict[str, float]:
+    """B_simple near this target (the median over the LR oracle's runs at it, each pooled over
+    its last steps before its hit there) and the interval of that median; NaN without one."""
+    settings = target_study.settings_table(recounted)
+    best = target_study.oracle(settings)
+    runs = target_study.oracle_runs(recounted, best)
+    near = critical_batch_fit.predict_near_target(runs, epochs) if len(runs) else None
+    if near is None:
+        return {"b_simple": math.nan, "b_simple_low": math.nan, "b_simple_high": math.nan}
+    return {"b_simple": near.batch, "b_simple_low": near.low, "b_simple_high": near.high}

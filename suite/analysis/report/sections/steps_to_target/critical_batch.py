@@ -24,10 +24,10 @@ from dpsuite.analysis.report.plots import (
     target_label,
 )
 from dpsuite.analysis.report.section import Section
-from dpsuite.analysis.report.sections.steps_to_target import noise_scale
+from dpsuite.analysis.report.sections.steps_to_target import by_target_plot, noise_scale
 from dpsuite.analysis.report.text import approx, capital, plural
 
-PLOTS = ("critical_batch",)
+PLOTS = ("critical_batch", "b_crit_by_target")
 # What the critical-batch plot draws.
 CRITICAL_BATCH_CAPTION = (
     "Black: the LR oracle's steps to target per global batch; dotted purple: S(B) = "
@@ -69,6 +69,18 @@ def study_section(
             CRITICAL_BATCH_CAPTION,
         )
     part.findings += critical_batch_findings(study)
+    if len(study.by_target) and by_target_plot.worth_drawing(study.by_target):
+        part.plot(
+            f"b_crit_by_target{suffix}",
+            functools.partial(
+                by_target_plot.by_target,
+                study.by_target,
+                study.target_metric,
+                f"B_crit and B_simple by target{about}",
+            ),
+            f"B_crit and B_simple near the target, by target{about}",
+            by_target_plot.CAPTION,
+        )
     if len(study.by_target):
         part.tables.append(
             render.Table(
@@ -76,7 +88,10 @@ def study_section(
                 by_target_table(study),
                 "S(B) = S_min + E_min / B fitted at each target as at the study's own (untuned "
                 "batches left out), each run's hit recounted from its evaluations with the "
-                "study's hitting rule; the interval's source as in the findings.",
+                "study's hitting rule; the interval's source as in the findings. B_simple near "
+                "it: the gradient noise scale of the LR oracle's runs at that target over the "
+                f"last {100 * NEAR_TARGET:g} % of their steps before reaching it (median over "
+                "runs, 95 % bootstrap interval of the median).",
             )
         )
     return part
@@ -99,9 +114,23 @@ def by_target_table(study: studies.TargetStudy) -> pd.DataFrame:
                 if fitted
                 else "no fit (fewer than 3 tuned batches)",
                 "interval": source_interval(row["source"], ci) if fitted else "",
+                **near_cells(row),
             }
         )
     return pd.DataFrame(rows)
+
+
+def near_cells(row: pd.Series) -> dict[str, str]:
+    """B_simple near one target, its interval and its ratio to B_crit, as table cells."""
+    b_simple, b_crit = row.get("b_simple", math.nan), row["b_crit"]
+    if not math.isfinite(b_simple):
+        return {"B_simple near it": "-", "B_simple interval": "", "B_simple / B_crit": ""}
+    ratio = b_simple / b_crit if math.isfinite(b_crit) and b_crit > 0 else math.nan
+    return {
+        "B_simple near it": approx(b_simple),
+        "B_simple interval": interval_text((row["b_simple_low"], row["b_simple_high"])),
+        "B_simple / B_crit": f"{ratio:.2f}" if math.isfinite(ratio) else "",
+    }
 
 
 def left_out_text(untuned: list[int], censored: list[int]) -> str:
@@ -388,8 +417,27 @@ def by_target_findings(study: studies.TargetStudy) -> list[str]:
     )
     return [
         f"B_crit depends on the target (each recounted from the evaluations with the study's "
-        f"hitting rule): {pairs}; {trend}."
+        f"hitting rule): {pairs}; {trend}.",
+        *near_by_target_findings(study),
     ]
+
+
+def near_by_target_findings(study: studies.TargetStudy) -> list[str]:
+    """B_simple near each target, and its ratio to B_crit there."""
+    table = study.by_target
+    if "b_simple" not in table:
+        return []
+    table = table[np.isfinite(table["b_simple"].to_numpy(float))]
+    if len(table) < 2:
+        return []
+    pairs = ", ".join(
+        f"{approx(b)} at {target_words(study, t)}"
+        for t, b in zip(table["target"], table["b_simple"], strict=True)
+    )
+    ratios = (table["b_simple"] / table["b_crit"]).to_numpy(float)
+    ratios = ratios[np.isfinite(ratios) & (ratios > 0)]
+    ratio = f"; B_simple / B_crit {ratios.min():.2f}–{ratios.max():.2f}" if len(ratios) else ""
+    return [f"B_simple near each target (the LR oracle's runs at it): {pairs}{ratio}."]
 
 
 def target_words(study: studies.TargetStudy, target: float) -> str:
