@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from dpsuite.analysis.report import stats
@@ -44,3 +45,47 @@ def test_nearest_rank_percentile_is_a_measured_value():
     assert stats.nearest_rank(values, 0) == 1.0 and stats.nearest_rank(values, 100) == 5.0
     assert stats.nearest_rank([1.0, 2.0, 3.0, 4.0], 50) == 2.0  # not the interpolated 2.5
     assert math.isnan(stats.nearest_rank([], 50))
+
+
+def _scipy_interval(samples, statistic, seed=stats.SEED):
+    pytest.importorskip("scipy", minversion="1.17")  # whose quantiles the intervals are
+    import scipy.stats as scipy_stats
+
+    result = scipy_stats.bootstrap(
+        samples,
+        statistic,
+        confidence_level=stats.CONFIDENCE,
+        n_resamples=stats.RESAMPLES,
+        method="percentile",
+        paired=False,
+        rng=np.random.default_rng(seed),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_intervals_are_scipys_to_the_last_digit(seed):
+    """The bootstrap is computed here without importing scipy.stats; it must give exactly what
+    scipy's percentile bootstrap gives (a committed report's numbers must not move)."""
+    rng = np.random.default_rng(100 + seed)
+    a = rng.normal(1000.0, 40.0, size=2 + 9 * seed)
+    b = rng.lognormal(6.0, 0.3, size=3 + 11 * seed)
+    if seed == 5:  # ties, as repeated timings to a microsecond have
+        a, b = np.round(a, -1), np.round(b, -2)
+    assert stats.median_ci(a, seed=seed) == _scipy_interval((a,), np.median, seed)
+
+    def ratio(x, y, axis=-1):
+        return np.median(y, axis=axis) / np.median(x, axis=axis)
+
+    assert stats.ratio_ci(a, b) == _scipy_interval((a, b), ratio)
+
+
+def test_linear_quantiles_interpolate_between_ordered_values():
+    values = np.array([4.0, 1.0, 3.0, 2.0, 5.0])
+    assert list(stats.linear_quantiles(values, np.array([0.0, 0.5, 0.125, 1.0]))) == [
+        1.0,
+        3.0,
+        1.5,
+        5.0,
+    ]
+    assert np.isnan(stats.linear_quantiles(np.array([1.0, np.nan]), np.array([0.5]))).all()

@@ -39,6 +39,8 @@ ODD_FILES = {
     "lone_cr": "step,step_time_s,comm_s,comm_wait_s,lr\r1,0.5,,,0.1\r",
     "nan_and_inf": "step,step_time_s,comm_s,comm_wait_s,lr\n1,inf,nan,,0.1\n",
     "not_utf8": b"step,step_time_s,comm_s,comm_wait_s,lr\n1,0.5,,,\xff\n",
+    "byte_order_mark": "\ufeffstep,step_time_s,comm_s,comm_wait_s,lr\n1,0.5,,,0.1\n",
+    "utf8_text_cell": "step,step_time_s,comm_s,comm_wait_s,lr\n1,0.5,,,0.1\n2,\u00e9,,,0.1\n",
 }
 
 
@@ -75,7 +77,7 @@ def test_an_odd_file_among_clean_ones_reads_as_it_reads_alone(tree, tmp_path, na
     elif isinstance(content, bytes):
         odd.write_bytes(content)
     elif name != "absent":
-        odd.write_text(content)
+        odd.write_text(content, encoding="utf-8")
     files = [*sorted(tree.rglob("steps.csv"))[:20], odd]
     random.Random(name).shuffle(files)
     assert_same_as_alone(files, STEPS)

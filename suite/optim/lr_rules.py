@@ -32,9 +32,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from omegaconf import II
-
 SCHEDULES = ("constant", "cosine", "step", "poly")
+
+
+def II(key: str) -> str:  # noqa: N802 (OmegaConf's name for it)
+    """OmegaConf's ``II``: the interpolation ``${key}`` (the config's value at ``key``), spelled
+    out here: importing omegaconf for it cost every report and comparison 0.06 s."""
+    return "${" + key + "}"
 
 
 @dataclass

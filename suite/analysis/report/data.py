@@ -185,10 +185,12 @@ def synthetic_note(runs: pd.DataFrame) -> str | None:
 
 def read_run_csvs(tree: ResultsTree) -> None:
     """Every run's epochs.csv and steps.csv (each kind in one parse), and steps_by_rank.csv
-    where a run has one; their warnings become report notes, run by run."""
+    where a run has one; their warnings become report notes, run by run. Epochs carry their
+    ``run_id`` (the report reads every run's at once); steps do not: a report reads them run by
+    run, and a label on each of a large tree's million steps costs a third of a second."""
     dirs = [Path(run_dir) for run_dir in tree.runs["run_dir"]]
     ids = {"run_id": list(tree.runs["run_id"])}
-    epochs, steps = results.epochs_of(dirs, ids), results.steps_of(dirs, ids)
+    epochs, steps = results.epochs_of(dirs, ids), results.steps_of(dirs)
     tree.epochs = RunFrames(dict(zip(ids["run_id"], epochs, strict=True)))
     tree.steps = RunFrames(dict(zip(ids["run_id"], steps, strict=True)))
     for epoch_read, step_read in zip(epochs, steps, strict=True):
