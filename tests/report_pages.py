@@ -16,7 +16,7 @@ CONVERGENCE_PLOTS = {"accuracy_vs_batch.png", "training_curves.png", "lr_schedul
 TARGET_PLOTS = {"steps_to_target.png", "rule_efficiency.png"}
 
 
-NOISE_SCALE_PLOTS = {"gradient_noise_scale.png", "critical_batch.png"}
+NOISE_SCALE_PLOTS = {"gradient_noise_scale.png", "critical_batch.png", "b_crit_by_target.png"}
 
 
 TIME_PLOT = {"time_to_target.png"}  # with scaling runs of the same workload on the machine

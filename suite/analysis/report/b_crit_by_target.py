@@ -103,7 +103,8 @@ def by_target(
     rows = []
     for target in targets_for(group):
         recounted = at_target(group, windows, target, metric)
-        fit = fit_choices.fit_group(recounted, resamples)
+        best = target_study.oracle(target_study.settings_table(recounted))
+        fit = fit_choices.fit_of_best(recounted, best, resamples)
         rows.append(
             {
                 "target": target,
@@ -116,18 +117,21 @@ def by_target(
                 "low": fit.b_crit_ci[0] if fit else math.nan,
                 "high": fit.b_crit_ci[1] if fit else math.nan,
                 "source": fit.source if fit else critical_batch_fit.NO_INTERVAL,
-                **near_columns(recounted, epochs),
+                **near_columns(recounted, best, epochs),
             }
         )
     return pd.DataFrame(rows)
 
 
-def near_columns(recounted: pd.DataFrame, epochs: dict[str, pd.DataFrame]) -> dict[str, float]:
-    """B_simple near this target (the median over the LR oracle's runs at it, each pooled over
-    its last steps before its hit there) and the interval of that median; NaN without one."""
-    settings = target_study.settings_table(recounted)
-    best = target_study.oracle(settings)
-    runs = target_study.oracle_runs(recounted, best)
+def near_columns(
+    recounted: pd.DataFrame, best: pd.DataFrame, epochs: dict[str, pd.DataFrame]
+) -> dict[str, float]:
+    """B_simple near this target (the median over the LR oracle's runs at it, ``best``, each
+    pooled over its last steps before its hit there) and the interval of that median; NaN
+    without one."""
+    # the run ids and what the settings are made of: a wide group costs more to copy
+    narrow = [c for c in dict.fromkeys((*target_study.SETTING_INPUTS, "run_id")) if c in recounted]
+    runs = target_study.oracle_runs(recounted[narrow], best)
     near = critical_batch_fit.predict_near_target(runs, epochs) if len(runs) else None
     if near is None:
         return {"b_simple": math.nan, "b_simple_low": math.nan, "b_simple_high": math.nan}

@@ -483,27 +483,39 @@ def near_target_noise_scale(curve: pd.DataFrame, hit_step: float) -> float:
     evaluations in the last ``NEAR_TARGET`` of the steps up to ``hit_step`` (at least the last
     window before it), pooled as Σ tr(Σ) / Σ |G|² (windows of equal length weigh equally).
     A window is counted once however many evaluations saw it; NaN without one."""
-    need = {"step", "gns_grad_sq", "gns_trace"}
-    if curve.empty or not need <= set(curve.columns) or not math.isfinite(hit_step):
+    need = ("step", "gns_grad_sq", "gns_trace")
+    if curve.empty or not set(need) <= set(curve.columns):
         return math.nan
-    # arrays, not frames: this runs once per oracle run, thousands of times in a large tree
-    step, grad_sq, trace = (curve[c].to_numpy(float) for c in ("step", "gns_grad_sq", "gns_trace"))
+    return near_target_value(*(curve[c].to_numpy(float) for c in need), hit_step)
+
+
+def near_target_value(
+    step: np.ndarray, grad_sq: np.ndarray, trace: np.ndarray, hit_step: float
+) -> float:
+    """``near_target_noise_scale`` from the run's three columns as arrays (it runs once per
+    oracle run and target, thousands of times in a large tree)."""
+    if not math.isfinite(hit_step):
+        return math.nan
     keep = np.flatnonzero((step <= hit_step) & np.isfinite(grad_sq) & np.isfinite(trace))
-    seen: set[tuple[float, float]] = set()
-    windows = []  # each window once, where first seen
-    for i in keep:
-        pair = (grad_sq[i], trace[i])
-        if pair not in seen:
-            seen.add(pair)
-            windows.append(i)
-    if not windows:
+    if not len(keep):
         return math.nan
-    chosen = np.array(windows)
+    # each window once, where first seen: the first index of each distinct (|G|², tr) pair
+    _, first = np.unique(grad_sq[keep] + 1j * trace[keep], return_index=True)
+    chosen = keep[np.sort(first)]
     near = chosen[step[chosen] >= (1 - NEAR_TARGET) * hit_step]
     if not len(near):
         near = chosen[-1:]
     grad_sq_sum, trace_sum = float(grad_sq[near].sum()), float(trace[near].sum())
     return trace_sum / grad_sq_sum if grad_sq_sum > 0 and trace_sum > 0 else math.nan
+
+
+def run_near_target(epochs: Mapping[str, pd.DataFrame], run_id: str, hit_step: float) -> float:
+    """``near_target_value`` of one run, its three columns read without cutting its frame."""
+    columns = [run_column(epochs, run_id, c) for c in ("step", "gns_grad_sq", "gns_trace")]
+    if any(c is None for c in columns):
+        return math.nan
+    step, grad_sq, trace = (np.asarray(c, dtype=float) for c in columns)
+    return near_target_value(step, grad_sq, trace, hit_step)
 
 
 @dataclass(frozen=True)
@@ -523,7 +535,7 @@ def predict_near_target(
 ) -> NearTarget | None:
     """From the runs of the best LR at each batch that reached the target (run_id, steps)."""
     values = [
-        near_target_noise_scale(epochs.get(run_id, pd.DataFrame()), steps)
+        run_near_target(epochs, run_id, steps)
         for run_id, steps in zip(oracle_runs["run_id"], oracle_runs["steps"], strict=True)
     ]
     ok = np.array([v for v in values if math.isfinite(v)])

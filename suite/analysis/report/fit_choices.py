@@ -43,7 +43,15 @@ def fit_group(
     group: pd.DataFrame, resamples: int = critical_batch_fit.FIT_RESAMPLES
 ) -> critical_batch_fit.CriticalFit | None:
     """The study's fit on ``group``'s runs, untuned batches left out."""
-    best = target_study.oracle(target_study.settings_table(group))
+    return fit_of_best(group, target_study.oracle(target_study.settings_table(group)), resamples)
+
+
+def fit_of_best(
+    group: pd.DataFrame,
+    best: pd.DataFrame,
+    resamples: int = critical_batch_fit.FIT_RESAMPLES,
+) -> critical_batch_fit.CriticalFit | None:
+    """``fit_group`` for a caller that has the group's oracle (``best``) already."""
     if best.empty:
         return None
     seeds = target_study.seed_steps(group)
