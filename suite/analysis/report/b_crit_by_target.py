@@ -130,8 +130,7 @@ def near_columns(
     pooled over its last steps before its hit there) and the interval of that median; NaN
     without one."""
     # the run ids and what the settings are made of: a wide group costs more to copy
-    narrow = [c for c in dict.fromkeys((*target_study.SETTING_INPUTS, "run_id")) if c in recounted]
-    runs = target_study.oracle_runs(recounted[narrow], best)
+    runs = target_study.oracle_runs(target_study.setting_columns(recounted, "run_id"), best)
     near = critical_batch_fit.predict_near_target(runs, epochs) if len(runs) else None
     if near is None:
         return {"b_simple": math.nan, "b_simple_low": math.nan, "b_simple_high": math.nan}

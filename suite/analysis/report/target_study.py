@@ -148,9 +148,14 @@ SETTING_INPUTS = (
 )
 
 
+def setting_columns(group: pd.DataFrame, *extra: str) -> pd.DataFrame:
+    """``group`` with only the columns the settings are made of (and ``extra``)."""
+    return group[[c for c in dict.fromkeys((*SETTING_INPUTS, *extra)) if c in group]]
+
+
 def setting_runs(group: pd.DataFrame) -> pd.DataFrame:
     """``finished_runs`` of ``group`` with only the columns the settings are made of."""
-    return finished_runs(group[[c for c in dict.fromkeys(SETTING_INPUTS) if c in group]])
+    return finished_runs(setting_columns(group))
 
 
 def settings_table(group: pd.DataFrame) -> pd.DataFrame:
