@@ -209,6 +209,11 @@ def curve(rows: list[tuple[int, float, float]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", "gns_grad_sq", "gns_trace"])
 
 
+def near(evals: pd.DataFrame, hit_step: float) -> float:
+    """B_simple near the target of one run whose evaluations are ``evals``."""
+    return critical_batch_fit.run_near_target({"run": evals}, "run", hit_step)
+
+
 def test_near_target_pools_the_windows_of_the_last_quarter_before_the_target():
     evals = curve(
         [
@@ -222,11 +227,11 @@ def test_near_target_pools_the_windows_of_the_last_quarter_before_the_target():
         ]
     )
     # (300 + 500) / (1 + 1) = 400, not the mean of the ratios (300 and 500) nor from the start
-    assert critical_batch_fit.near_target_noise_scale(evals, 400) == pytest.approx(400.0)
+    assert near(evals, 400) == pytest.approx(400.0)
     # no window in the last quarter: the last window before the target
-    assert critical_batch_fit.near_target_noise_scale(evals.iloc[:3], 400) == pytest.approx(200.0)
-    assert math.isnan(critical_batch_fit.near_target_noise_scale(evals.iloc[:1], 400))
-    assert math.isnan(critical_batch_fit.near_target_noise_scale(evals, INF))
+    assert near(evals.iloc[:3], 400) == pytest.approx(200.0)
+    assert math.isnan(near(evals.iloc[:1], 400))
+    assert math.isnan(near(evals, INF))
 
 
 def test_near_target_prediction_is_the_median_over_the_oracle_runs():

@@ -68,26 +68,26 @@ def positive(values: pd.Series) -> pd.Series:
 def positive_mask(values: np.ndarray) -> np.ndarray:
     """Which values ``positive`` keeps (the test on the array: a Series' operators cost more
     per run)."""
-    if values.dtype != np.float64:
-        values = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").astype(float)
-        values = values.to_numpy()
+    values = as_floats(values)
     return np.isfinite(values) & (values > 0)
 
 
-def measured_curve(epochs: Mapping[str, pd.DataFrame], run_id: str) -> pd.Series | tuple:
-    """A run's B_simple at each evaluation (its epochs.csv column), empty if it has none; its
-    values alone (a run's frame of a large tree costs more to cut than this reads)."""
-    values = run_column(epochs, run_id, "grad_noise_scale")
-    return pd.Series(values) if values is not None else ()
+def as_floats(values: np.ndarray) -> np.ndarray:
+    """``values`` as float64, what is not a number as NaN."""
+    if values.dtype == np.float64:
+        return values
+    return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(float)
 
 
-def positive_curve(epochs: Mapping[str, pd.DataFrame], run_id: str) -> np.ndarray | pd.Series:
-    """``positive(measured_curve(...))``, as an array where the run's column is floats (a
-    Series a run costs more than its values; over thousands of runs, seconds)."""
+def positive_curve(epochs: Mapping[str, pd.DataFrame], run_id: str) -> np.ndarray:
+    """A run's finite, positive B_simple at each evaluation (its epochs.csv column; empty
+    without one), as an array: a Series per run costs more than its values (over thousands of
+    runs, seconds)."""
     values = run_column(epochs, run_id, "grad_noise_scale")
-    if isinstance(values, np.ndarray) and values.dtype == np.float64:
-        return values[np.isfinite(values) & (values > 0)]
-    return positive(measured_curve(epochs, run_id))
+    if values is None:
+        return np.empty(0)
+    values = as_floats(values)
+    return values[positive_mask(values)]
 
 
 def positive_value(value) -> float:
@@ -478,22 +478,18 @@ def interval(values: np.ndarray) -> tuple[float, float]:
 NEAR_TARGET = 0.25  # the last quarter of the steps before a run reached the target
 
 
-def near_target_noise_scale(curve: pd.DataFrame, hit_step: float) -> float:
-    """B_simple near the target from one run's evaluations (epochs.csv): the windows seen at
-    evaluations in the last ``NEAR_TARGET`` of the steps up to ``hit_step`` (at least the last
-    window before it), pooled as Σ tr(Σ) / Σ |G|² (windows of equal length weigh equally).
-    A window is counted once however many evaluations saw it; NaN without one."""
-    need = ("step", "gns_grad_sq", "gns_trace")
-    if curve.empty or not set(need) <= set(curve.columns):
-        return math.nan
-    return near_target_value(*(curve[c].to_numpy(float) for c in need), hit_step)
+# A run's epochs.csv columns its B_simple near the target is pooled from.
+NEAR_COLUMNS = ("step", "gns_grad_sq", "gns_trace")
 
 
 def near_target_value(
     step: np.ndarray, grad_sq: np.ndarray, trace: np.ndarray, hit_step: float
 ) -> float:
-    """``near_target_noise_scale`` from the run's three columns as arrays (it runs once per
-    oracle run and target, thousands of times in a large tree)."""
+    """B_simple near the target from one run's evaluations (its ``NEAR_COLUMNS`` as arrays):
+    the windows seen at evaluations in the last ``NEAR_TARGET`` of the steps up to ``hit_step``
+    (at least the last window before it), pooled as Σ tr(Σ) / Σ |G|² (windows of equal length
+    weigh equally). A window is counted once however many evaluations saw it; NaN without
+    one. It runs once per oracle run and target, thousands of times in a large tree."""
     if not math.isfinite(hit_step):
         return math.nan
     keep = np.flatnonzero((step <= hit_step) & np.isfinite(grad_sq) & np.isfinite(trace))
@@ -510,8 +506,9 @@ def near_target_value(
 
 
 def run_near_target(epochs: Mapping[str, pd.DataFrame], run_id: str, hit_step: float) -> float:
-    """``near_target_value`` of one run, its three columns read without cutting its frame."""
-    columns = [run_column(epochs, run_id, c) for c in ("step", "gns_grad_sq", "gns_trace")]
+    """``near_target_value`` of one run (NaN without its columns), read without cutting its
+    frame."""
+    columns = [run_column(epochs, run_id, c) for c in NEAR_COLUMNS]
     if any(c is None for c in columns):
         return math.nan
     step, grad_sq, trace = (np.asarray(c, dtype=float) for c in columns)
