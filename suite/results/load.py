@@ -65,7 +65,7 @@ def _dotted(prefix: str, value: Any, row: dict[str, Any]) -> None:
 def _leaf(value: Any) -> bool:
     """Neither a mapping nor a list: a value that is a column of its own."""
     kind = type(value)
-    return kind in SCALARS or not (kind is list or isinstance(value, (Mapping, list)))
+    return kind in SCALARS or not isinstance(value, (Mapping, list))
 
 
 def flatten(rec: Mapping[str, Any]) -> dict[str, Any]:
