@@ -75,17 +75,19 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Writ
             figs.add(plot)
         report.tables += part.tables
         candidates.update(part.headline)
-    summary = (
-        data.summary_frame(tree.runs)
-        if context.has_runs
-        else pd.DataFrame(columns=["machine", *data.RUN_COLUMNS])
-    )
-    data.write_summary(summary, out, tree.units if context.has_runs else None)
+    report.figures = figs.write(meanwhile=lambda: write_summary(tree, context.has_runs, out))
     report.headline = headline.choose(candidates, tree.runs, PRIORITY)
-    if not figs.figures:
+    if not report.figures:
         report.headline.append(NO_PLOT)
-    report.figures = figs.figures
     report.warnings = tree.warnings
     render.write(report, out)
     owned.finish(out)
     return Written(out=out, warnings=tree.warnings, headline=report.headline)
+
+
+def write_summary(tree: data.ResultsTree, has_runs: bool, out: Path) -> None:
+    """summary.csv (and summary.parquet): one row per run, or only the header."""
+    if has_runs:
+        data.write_summary(data.summary_frame(tree.runs), out, tree.units)
+    else:
+        data.write_summary(pd.DataFrame(columns=["machine", *data.RUN_COLUMNS]), out, None)

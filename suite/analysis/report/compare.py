@@ -425,7 +425,7 @@ def add_sections(
             figs.add(plot)
         report.findings += part.findings
         report.file(topic)
-    report.figures = figs.figures
+    report.figures = figs.write()
 
 
 # What a configuration is: never a side of a comparison.

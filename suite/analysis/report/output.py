@@ -3,10 +3,11 @@ PNG and SVG of each plot, and what was written."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpsuite.analysis.report import plots, render
+from dpsuite.analysis.report import figure_processes, plots, render
 from dpsuite.analysis.report.section import Plot
 from dpsuite.errors import UserError
 from dpsuite.results import owned
@@ -37,13 +38,30 @@ class FigureWriter:
 
     def __init__(self, out: Path) -> None:
         self.out = out
-        self.figures: list[render.Figure] = []
+        self.plots: list[Plot] = []
 
     def add(self, plot: Plot) -> None:
-        """Draw ``plot`` and save it, unless it finds nothing to draw."""
+        """A plot to draw and save (by ``write``)."""
+        self.plots.append(plot)
+
+    def write(self, meanwhile: Callable[[], None] | None = None) -> list[render.Figure]:
+        """Draw and save every plot added, leaving out those that find nothing to draw: the
+        page's figures, in the order the plots were added. ``meanwhile``: the report's own
+        work, done while forked processes draw (see ``figure_processes``)."""
+        files = figure_processes.save_all(self.plots, self._save, meanwhile)
+        figures = []
+        for plot, file in zip(self.plots, files, strict=True):
+            if file is None:
+                continue
+            for path in (self.out / file, (self.out / file).with_suffix(".svg")):
+                owned.record(path)  # (a forked process may have written it)
+            figures.append(render.Figure(file=file, title=plot.title, caption=plot.caption))
+        return figures
+
+    def _save(self, plot: Plot) -> str | None:
         fig = plot.draw()
         if fig is None:
-            return
+            return None
         file = f"{plot.name}.png"
         plots.save(fig, self.out / file)
-        self.figures.append(render.Figure(file=file, title=plot.title, caption=plot.caption))
+        return file
