@@ -103,6 +103,31 @@ def test_a_stuck_child_is_killed_and_its_share_drawn_here(monkeypatch, four_proc
     assert children_of(report) == before
 
 
+def test_children_stopped_mid_save_unwind_and_leave_no_temporary_file(tmp_path, four_processes):
+    report = os.getpid()
+
+    def save(index: int) -> str:
+        if os.getpid() != report:  # each child writes a file that takes forever
+            partial = tmp_path / f".{index}.png.tmp"
+            partial.write_text("half")
+            try:
+                time.sleep(3600)
+            finally:
+                partial.unlink()
+        raise ValueError("a plot of the report's own failed")
+
+    def meanwhile() -> None:  # until the three children are mid-save
+        deadline = time.monotonic() + 30
+        while len(list(tmp_path.glob(".*.tmp"))) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    before = children_of(report)
+    with pytest.raises(ValueError, match="own failed"):
+        figure_processes.save_all(list(range(12)), save, meanwhile)
+    assert children_of(report) == before
+    assert list(tmp_path.iterdir()) == []
+
+
 KILLED_REPORT = textwrap.dedent(
     """
     import os, sys, time

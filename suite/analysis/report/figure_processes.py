@@ -10,11 +10,12 @@ its children start drawing at once.
 
 A child ends itself once the report's process is gone (checked before each figure, and its next
 report of a figure fails on the closed pipe), so it outlives a killed report by one figure's
-drawing at most; the report kills its children when it stops first (an error, Ctrl-C,
-SIGTERM). Whatever a child does not deliver (an error in a plot, a crash, a child stuck past
-``DEADLINE_FACTOR`` times the report's own drawing) the report draws itself: an error in a plot
-is raised where it would be without children, and a figure is the same bytes whichever process
-drew it.
+drawing at most. The report stops its children when it stops first (an error, Ctrl-C, SIGTERM):
+SIGTERM, on which a child unwinds (a file being written removes its temporary), then SIGKILL
+after ``STOP_GRACE_S``. Whatever a child does not deliver (an error in a plot, a crash, a child
+stuck past ``DEADLINE_FACTOR`` times the report's own drawing) the report draws itself: an error
+in a plot is raised where it would be without children, and a figure is the same bytes whichever
+process drew it.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ PLOTS_PER_PROCESS = 3  # fewer per process than this: a fork costs more than it 
 DEADLINE_FACTOR = 4.0  # a child may take this many times the report's own share, ...
 MIN_DEADLINE_S = 60.0  # ... and at least this long, before its share is drawn here
 INDEX = struct.Struct("<i")  # a plot's index in the pipe of those waiting
+# All indices are written before any process reads: 1,024 of them (4 KiB) fit any pipe's buffer.
+MAX_PLOTS = 1024
+STOP_GRACE_S = 2.0  # for a child told to stop to unwind before it is killed
 
 
 def available_cores() -> int:
@@ -49,7 +53,7 @@ def available_cores() -> int:
 
 def process_count(plots: int) -> int:
     """Processes to draw ``plots`` figures with, the report's own included."""
-    if not hasattr(os, "fork"):
+    if not hasattr(os, "fork") or plots > MAX_PLOTS:
         return 1
     return max(1, min(MAX_PROCESSES, available_cores(), plots // PLOTS_PER_PROCESS))
 
@@ -96,7 +100,6 @@ class Waiting:
 
     def __init__(self, count: int) -> None:
         self.read_fd, self.write_fd = os.pipe()
-        # At most a few hundred plots: 4 bytes each fit the pipe's buffer (64 KiB on Linux).
         os.write(self.write_fd, b"".join(INDEX.pack(i) for i in range(count)))
 
     def indices(self):
@@ -146,12 +149,10 @@ class Child:
         return cls(pid, read_fd)
 
     def delivered(self, deadline: float) -> dict[int, str | None]:
-        """The figures the child saved, up to its end (EOF) or the deadline, whichever first."""
+        """The figures the child saved: read up to its end (EOF), and after ``deadline`` only
+        what it has already written."""
         data = b""
-        while (left := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select([self.read_fd], [], [], left)
-            if not ready:
-                break
+        while select.select([self.read_fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
             chunk = os.read(self.read_fd, 65536)
             if not chunk:
                 break
@@ -160,15 +161,27 @@ class Child:
         return dict(json.loads(line) for line in data.split(b"\n")[:-1])
 
     def stop(self) -> None:
-        """Kill the child if it still runs, and reap it; close the pipe."""
+        """End the child if it still runs (SIGTERM, so that a file it is writing is not left
+        half-written; SIGKILL after ``STOP_GRACE_S``), reap it, close the pipe."""
         if self.pid:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
+                os.kill(self.pid, signal.SIGTERM)
+            if not self._reaped(STOP_GRACE_S):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
             self.pid = 0
         if self.read_fd >= 0:
             os.close(self.read_fd)
             self.read_fd = -1
+
+    def _reaped(self, within_s: float) -> bool:
+        deadline = time.monotonic() + within_s
+        while os.waitpid(self.pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
 
 
 def _child(plots: list[P], save: Save, waiting: Waiting, parent: int, write_fd: int) -> None:
@@ -176,7 +189,7 @@ def _child(plots: list[P], save: Save, waiting: Waiting, parent: int, write_fd: 
     (0, or 1 on any error: the report draws what was not delivered, and raises it there)."""
     code = 1
     try:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the report's handler is not this one's
+        signal.signal(signal.SIGTERM, _stopped)  # the report's handler is not this one's
         for index in waiting.indices():
             if os.getppid() != parent:  # the report is gone: nothing here is wanted any more
                 break
@@ -188,3 +201,8 @@ def _child(plots: list[P], save: Save, waiting: Waiting, parent: int, write_fd: 
         pass
     finally:
         os._exit(code)  # no atexit handlers, no flushing of the report's buffered output
+
+
+def _stopped(signum: int, frame: object) -> None:
+    """SIGTERM in a child: unwind (a file being written removes its temporary), then exit."""
+    raise SystemExit(1)
