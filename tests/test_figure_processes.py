@@ -15,7 +15,9 @@ import pytest
 
 from dpsuite.analysis.report import figure_processes
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "fork") or not Path("/proc/self/stat").exists(), reason="forks; reads /proc"
+)
 
 
 def children_of(pid: int) -> set[int]:
@@ -87,7 +89,7 @@ def test_an_error_in_a_childs_plot_is_raised_here(four_processes):
     assert children_of(report) == before
 
 
-def test_a_stuck_child_is_killed_and_its_share_drawn_here(monkeypatch, four_processes):
+def test_a_stuck_child_is_stopped_and_its_share_drawn_here(monkeypatch, four_processes):
     monkeypatch.setattr(figure_processes, "MIN_DEADLINE_S", 1.0)
     report = os.getpid()
 
@@ -164,9 +166,9 @@ def test_children_end_soon_after_the_report_is_killed(tmp_path, sig):
         proc.send_signal(sig)
         proc.wait(timeout=30)
         deadline = time.monotonic() + 10
-        while any(Path(f"/proc/{k}").exists() for k in kids) and time.monotonic() < deadline:
+        while any(not zombie(k) for k in kids) and time.monotonic() < deadline:
             time.sleep(0.05)
-        alive = [k for k in kids if Path(f"/proc/{k}/stat").exists() and not zombie(k)]
+        alive = [k for k in kids if not zombie(k)]
     finally:
         proc.kill()
         proc.wait()
@@ -177,6 +179,7 @@ def test_children_end_soon_after_the_report_is_killed(tmp_path, sig):
 
 
 def zombie(pid: int) -> bool:
+    """Whether ``pid`` has ended (gone, or a zombie its new parent has not reaped)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:

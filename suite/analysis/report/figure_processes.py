@@ -28,7 +28,7 @@ import signal
 import struct
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -102,7 +102,7 @@ class Waiting:
         self.read_fd, self.write_fd = os.pipe()
         os.write(self.write_fd, b"".join(INDEX.pack(i) for i in range(count)))
 
-    def indices(self):
+    def indices(self) -> Iterator[int]:
         """The next index, as long as one is left (each goes to one process only)."""
         while chunk := os.read(self.read_fd, INDEX.size):
             yield INDEX.unpack(chunk)[0]
