@@ -34,10 +34,10 @@ def points(table: pd.DataFrame, value: str, low: str, high: str) -> pd.DataFrame
 @styled
 def by_target(table: pd.DataFrame, metric: str, title: str) -> Figure | None:
     """B_crit and B_simple (log axis) against the target, harder to the right."""
+    if not worth_drawing(table):
+        return None
     crit = points(table, "b_crit", "low", "high")
     near = points(table, "b_simple", "b_simple_low", "b_simple_high")
-    if len(crit) + len(near) < 2:
-        return None
     loss = metric == target_study.LOSS
     scale = 1.0 if loss else 100.0
     fig = Figure(figsize=(6.4, 4.0))

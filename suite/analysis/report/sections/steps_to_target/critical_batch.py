@@ -69,7 +69,7 @@ def study_section(
             CRITICAL_BATCH_CAPTION,
         )
     part.findings += critical_batch_findings(study)
-    if len(study.by_target) and by_target_plot.worth_drawing(study.by_target):
+    if len(study.by_target):  # (the plot refuses fewer than two targets itself)
         part.plot(
             f"b_crit_by_target{suffix}",
             functools.partial(
