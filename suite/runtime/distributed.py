@@ -29,6 +29,7 @@ from torch import nn
 
 from dpsuite.errors import UserError
 from dpsuite.runtime import rendezvous
+from dpsuite.runtime.pipe import Pipe
 from dpsuite.runtime.ranks import Ranks
 
 
@@ -368,7 +369,7 @@ class LauncherGone(KeyboardInterrupt):
     interrupted, and rank 0 marks the run failed."""
 
 
-class Lifeline:
+class Lifeline(Pipe):
     """A pipe whose write end only the launcher holds; each worker watches the read end.
 
     The kernel closes the write end however the launcher ends (SIGKILL included), so a
@@ -378,20 +379,9 @@ class Lifeline:
     signal never comes. The pipe works for every start method and any process tree.
     """
 
-    def __init__(self) -> None:
-        self.read_fd, self.write_fd = os.pipe()  # not inherited by anything exec'ed
-
     def cut(self) -> None:
         """Tell every worker the launcher is going: each stops itself."""
-        if self.write_fd >= 0:
-            os.close(self.write_fd)
-            self.write_fd = -1
-
-    def close(self) -> None:
-        self.cut()
-        if self.read_fd >= 0:
-            os.close(self.read_fd)
-            self.read_fd = -1
+        self.close_write_end()
 
     def __reduce__(self):
         # A spawned or forkserver worker is handed a duplicate of the read end only.

@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
+from dpsuite.runtime.pipe import Pipe
+
 P = TypeVar("P")
 Save = Callable[[P], "str | None"]  # draw and save one plot: its file name, or None (no figure)
 
@@ -95,28 +97,17 @@ def save_all(
     return [saved[i] for i in range(len(plots))]
 
 
-class Waiting:
+class Waiting(Pipe):
     """The indices of the plots no process has taken yet, in a pipe."""
 
     def __init__(self, count: int) -> None:
-        self.read_fd, self.write_fd = os.pipe()
+        super().__init__()
         os.write(self.write_fd, b"".join(INDEX.pack(i) for i in range(count)))
 
     def indices(self) -> Iterator[int]:
         """The next index, as long as one is left (each goes to one process only)."""
         while chunk := os.read(self.read_fd, INDEX.size):
             yield INDEX.unpack(chunk)[0]
-
-    def close_write_end(self) -> None:
-        if self.write_fd >= 0:
-            os.close(self.write_fd)
-            self.write_fd = -1
-
-    def close(self) -> None:
-        self.close_write_end()
-        if self.read_fd >= 0:
-            os.close(self.read_fd)
-            self.read_fd = -1
 
 
 @dataclass
