@@ -172,6 +172,23 @@ def test_every_problem_of_a_users_table_is_its_own_line(tmp_path, dpsuite, capsy
     assert len(lines) == 5 + 1  # the smaller counts no longer fit under workers 0
 
 
+def test_a_rows_accumulation_and_overlap_reach_its_model(tmp_path, dpsuite, capsys):
+    from dpsuite.analysis.scaling.published import published_model
+
+    model = published_model({**ENTRY, "grad_accum": 4, "overlap": False, "bucket_mb": 25})
+    assert model.grad_accum == 4 and model.overlap is False
+    assert all(done == 1.0 for _, done in model.buckets())  # every bucket after the backward
+    plain = published_model({**ENTRY, "bucket_mb": 25})
+    assert plain.grad_accum == 1 and plain.overlap is True
+    bad = {**ENTRY, "grad_accum": 0, "overlap": "no"}
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump([bad]))
+    assert dpsuite("predict", "--published", str(path)) == 2
+    said = _error(capsys)
+    assert "grad_accum must be a whole number >= 1, got 0" in said
+    assert "overlap must be true or false, got 'no'" in said
+
+
 def test_the_shipped_table_passes_its_own_check():
     from dpsuite.analysis.scaling.published_file import load_published
 

@@ -72,6 +72,8 @@ def published_model(entry: dict) -> ScalingModel:
         grad_element_bytes=per_param,
         comm_sm_share=_sm_share(entry, profile) if library.backend == "nccl" else 0.0,
         overheads=overheads,
+        grad_accum=int(entry.get("grad_accum", 1)),
+        overlap=bool(entry.get("overlap", True)),
     )
 
 

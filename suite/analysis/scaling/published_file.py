@@ -14,7 +14,10 @@ The file is a YAML list of entries, one per measured result. Each entry has:
   ``backend``, ``nccl_version``, ``library``, ``algorithms`` (a list), ``nccl_channels``,
   ``measured_efficiency`` (``{workers: K, efficiency: E}``, K between the baseline and
   ``workers``), ``smaller_counts`` (``{K: E, ...}``: the efficiency at each count below the row's,
-  for leave-last-out), ``data_backend`` and ``source_commit`` (text).
+  for leave-last-out), ``grad_accum`` (whole number, default 1: micro-batches of ``batch`` a
+  step, gradients all-reduced once), ``overlap`` (true or false, default true: whether the
+  all-reduce overlaps the backward pass; false e.g. for apex's ``delay_allreduce``),
+  ``data_backend`` and ``source_commit`` (text).
 
 Every problem is reported, one line each, naming the entry and the key: a key given twice, a
 key not among these, a missing one, or a value of the wrong kind or range.
@@ -56,6 +59,8 @@ OPTIONAL = (
     "nccl_channels",
     "measured_efficiency",
     "smaller_counts",
+    "grad_accum",
+    "overlap",
     "data_backend",
     "source_commit",
 )
@@ -114,7 +119,7 @@ def _counts_problems(entry: dict[str, Any]) -> list[str]:
 def _value_problems(entry: dict[str, Any]) -> list[str]:
     """Each given value's kind and range."""
     problems = []
-    for key in ("workers", "baseline_workers", "batch", "nccl_channels"):
+    for key in ("workers", "baseline_workers", "batch", "nccl_channels", "grad_accum"):
         if key in entry and not _whole(entry[key]):
             problems.append(f"{key} must be a whole number >= 1, got {entry[key]!r}")
     for key in ("single_gpu_samples_per_s", "params"):
@@ -126,6 +131,8 @@ def _value_problems(entry: dict[str, Any]) -> list[str]:
         problems.append(
             f"published_efficiency must be in (0, 1], got {entry['published_efficiency']!r}"
         )
+    if "overlap" in entry and not isinstance(entry["overlap"], bool):
+        problems.append(f"overlap must be true or false, got {entry['overlap']!r}")
     for key, choices in CHOICES.items():
         if key in entry and entry[key] not in choices:
             problems.append(f"{key} must be one of {', '.join(choices)}, got {entry[key]!r}")
