@@ -45,6 +45,9 @@ class Plan:
     block_s: float  # the target length of one block
     budget_s: float  # pairs are started until this much time has passed
     min_pairs: int
+    # A/A: the "suite" side is a second bare loop (its own model and DDP), so the ratio is the
+    # bench's own bias and spread, what a run of the suite's ratio cannot be told apart from.
+    bare_against_bare: bool = False
 
 
 class BareLoop:
@@ -168,7 +171,8 @@ def block_steps(run: Run, bare: BareLoop, target_s: float) -> int:
 
 def measure(run: Run, plan: Plan) -> tuple[int, list[Block]]:
     """Steps per block and the blocks (wall: slowest rank; CPU: all ranks)."""
-    bare, suite = BareLoop(run), SuiteLoop(run)
+    bare = BareLoop(run)
+    suite = BareLoop(run) if plan.bare_against_bare else SuiteLoop(run)
     bare.steps(plan.warmup_steps)
     suite.steps(plan.warmup_steps)
     k = block_steps(run, bare, plan.block_s)

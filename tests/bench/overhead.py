@@ -2,7 +2,7 @@
 
     python tests/bench/overhead.py [--only train|comm|noise] [--workloads NAME ...]
         [--seconds 120] [--block-s 0.25] [--model-size small|standard] [--threads 1]
-        [--repeats 5] [--suite-overrides KEY=VALUE ...]
+        [--repeats 5] [--suite-overrides KEY=VALUE ...] [--bare-against-bare]
 
 1. training (interleaved, tests/bench/interleaved.py): in the same 2 processes and process
    group, blocks of the suite's training step (the loop of ``dpsuite run``) alternate with
@@ -12,7 +12,9 @@
    Cases: mnist1d_mlp at per-worker batch 32 and 128, cifar_resnet, the standard models
    resnet50 (needs torchvision; one worker) and gpt2, at a CPU-sized shape unless ``--model-size
    standard``, and npy-loader: samples read from files by a Dataset through one loader worker
-   per rank (the bare side: a plain DataLoader with DistributedSampler);
+   per rank (the bare side: a plain DataLoader with DistributedSampler). ``--bare-against-bare``
+   puts a second bare loop in the suite's place (A/A): the ratio the bench reports when there
+   is no difference to find;
 2. bandwidth: ``busbw`` of ``dpsuite comm-bench`` / the bare all-reduce loop's
    (reference/bare_allreduce.py) at 1, 4, 16 and 64 MiB, fp32, 2 ranks;
 3. noise scale (``--only noise``): ``samples_per_s`` with the gradient noise scale measured
@@ -180,6 +182,8 @@ def measure_training(
     names: list[str], size: str, plan: Plan, threads_per_worker: int, tmp: Path
 ) -> None:
     extra = f" (suite with {' '.join(EXTRA_OVERRIDES)})" if EXTRA_OVERRIDES else ""
+    if plan.bare_against_bare:
+        extra = " (A/A: a second bare loop in the suite's place)"
     print(
         f"training, {WORKERS} workers x {threads_per_worker} thread(s), interleaved blocks of "
         f"~{plan.block_s} s for ~{plan.budget_s:.0f} s per case: suite / bare throughput{extra}"
@@ -282,6 +286,11 @@ def main() -> None:
     p.add_argument("--model-size", choices=list(SHAPES), default="small")
     p.add_argument("--threads", type=int, default=1, help="training: threads per worker")
     p.add_argument("--suite-overrides", nargs="*", default=[], help="extra `dpsuite run` overrides")
+    p.add_argument(
+        "--bare-against-bare",
+        action="store_true",
+        help="training: A/A, a second bare loop in the suite's place (the bench's noise floor)",
+    )
     args = p.parse_args()
     for name, value in (("--seconds", args.seconds), ("--block-s", args.block_s)):
         if value <= 0:
@@ -289,7 +298,9 @@ def main() -> None:
     if args.min_pairs < 2 or args.threads < 1 or args.warmup_steps < 0:
         sys.exit("--min-pairs must be >= 2, --threads >= 1, --warmup-steps >= 0")
     EXTRA_OVERRIDES.extend(args.suite_overrides)
-    plan = Plan(args.warmup_steps, args.block_s, args.seconds, args.min_pairs)
+    plan = Plan(
+        args.warmup_steps, args.block_s, args.seconds, args.min_pairs, args.bare_against_bare
+    )
     with tempfile.TemporaryDirectory(prefix="dpsuite-overhead-") as tmp:
         env = {**os.environ, "PYTHONPATH": str(REPO), "DPSUITE_CACHE_DIR": str(Path(tmp, "cache"))}
         os.environ["DPSUITE_CACHE_DIR"] = env["DPSUITE_CACHE_DIR"]
