@@ -62,18 +62,13 @@ def ring_latency() -> Iterator[None]:
 
 def _grows_from_one_count(fit):  # noqa: ANN001, ANN202 - sync_cost.fit_sync
     """``fit``, but from one count above the baseline the loss is the latency part."""
-    from dpsuite.analysis.scaling.sync_cost import SyncCost
+    from dpsuite.analysis.scaling.sync_cost import SyncCost, equations
 
     def fitted(plain_s, latencies, efficiencies, baseline):  # noqa: ANN001, ANN202
-        counts = sorted(n for n in efficiencies if n > 1 and n != baseline)
-        if len(counts) != 1:
+        counts, design, target = equations(plain_s, latencies, efficiencies, baseline)
+        if len(counts) != 1 or design[0, 1] <= 0:
             return fit(plain_s, latencies, efficiencies, baseline)
-        k, on_base = counts[0], 1.0 if baseline > 1 else 0.0
-        e = efficiencies[k]
-        x = latencies[k] - on_base * latencies[baseline] / e
-        if x <= 0:
-            return fit(plain_s, latencies, efficiencies, baseline)
-        return SyncCost(0.0, max(0.0, (plain_s[baseline] / e - plain_s[k]) / x), (k,))
+        return SyncCost(0.0, max(0.0, float(target[0] / design[0, 1])), tuple(counts))
 
     return fitted
 

@@ -67,6 +67,25 @@ def _nonnegative_lstsq(design: np.ndarray, y: np.ndarray) -> tuple[float, float]
     return min(candidates, key=lambda ab: float(((design @ np.array(ab) - y) ** 2).sum()))
 
 
+def equations(
+    plain_s: dict[int, float],
+    latencies: dict[int, float],
+    efficiencies: dict[int, float],
+    baseline: int,
+) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The counts the term is fitted at, and its linear equations there: with T(n) = plain(n) +
+    [n > 1](fixed + scale latency(n)), each T(k) = T(baseline) / e(k) is one row of
+    ``design @ (fixed, scale) = target``."""
+    counts = sorted(n for n in efficiencies if n > 1 and n != baseline)
+    on_base = 1.0 if baseline > 1 else 0.0
+    rows, y = [], []
+    for k in counts:
+        e = efficiencies[k]
+        rows.append([1.0 - on_base / e, latencies[k] - on_base * latencies[baseline] / e])
+        y.append(plain_s[baseline] / e - plain_s[k])
+    return counts, np.array(rows).reshape(len(counts), 2), np.array(y)
+
+
 def fit_sync(
     plain_s: dict[int, float],
     latencies: dict[int, float],
@@ -75,18 +94,10 @@ def fit_sync(
 ) -> SyncCost:
     """The term fitted to measured ``efficiencies`` (count -> efficiency against ``baseline``
     workers), given the model's step without it (``plain_s``) and the collectives' latency at
-    each count and at the baseline. With T(n) = plain(n) + [n > 1](fixed + scale latency(n)),
-    each T(k) = T(baseline) / e(k) is linear in (fixed, scale); one count: fixed alone."""
-    counts = sorted(n for n in efficiencies if n > 1 and n != baseline)
+    each count and at the baseline (``equations``); one count: fixed alone."""
+    counts, design, target = equations(plain_s, latencies, efficiencies, baseline)
     if not counts:
         return SyncCost()
-    on_base = 1.0 if baseline > 1 else 0.0
-    rows, y = [], []
-    for k in counts:
-        e = efficiencies[k]
-        rows.append([1.0 - on_base / e, latencies[k] - on_base * latencies[baseline] / e])
-        y.append(plain_s[baseline] / e - plain_s[k])
-    design, target = np.array(rows), np.array(y)
     if len(counts) == 1:
         x = design[:, 0]
         fixed = max(0.0, float(x @ target / (x @ x))) if (x @ x) > 0 else 0.0
