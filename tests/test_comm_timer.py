@@ -6,12 +6,13 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from dpsuite.measure.calibration import time_without_sync
-from dpsuite.measure.comm_probe import reducer_timers
+from dpsuite.measure.comm_probe import CommProbe, reducer_timers
 from dpsuite.measure.comm_timer import CommTimer, union_length
 from dpsuite.measure.step_timer import StepTimer
 from dpsuite.optim.precision import Precision
 from dpsuite.runtime import distributed
 from dpsuite.runtime.ranks import Ranks
+from dpsuite.sync.counter import CommCounter
 
 
 def test_union_length_counts_overlap_once():
@@ -19,6 +20,21 @@ def test_union_length_counts_overlap_once():
     assert union_length([(0.0, 1.0), (2.0, 3.0)]) == 2.0
     assert union_length([(0.0, 2.0), (1.0, 3.0)]) == 3.0
     assert union_length([(1.0, 3.0), (0.0, 4.0), (5.0, 6.0)]) == 5.0
+
+
+@pytest.mark.parametrize(("files_steps", "every"), [(False, 10), (False, 1), (True, 10)])
+def test_the_comm_probe_is_due_on_sampled_iterations_only_where_nothing_is_filed(
+    files_steps, every
+):
+    cpu = torch.device("cpu")
+    probe = CommProbe(nn.Linear(2, 2), CommCounter(files_steps=files_steps), StepTimer(cpu), cpu, 1)
+    probe.every = every
+    probe.sampling = not files_steps  # as it is on DDP with its built-in all-reduce
+    due = [probe.next_due(s) for s in (0, 8, 9, 10, 19)]
+    if files_steps or every == 1:
+        assert due == [0, 8, 9, 10, 19], "every step"
+    else:
+        assert due == [9, 9, 9, 19, 19], "each sampled iteration: its start, the last read"
 
 
 def _rank(local_rank: int, init_method: str) -> None:

@@ -14,6 +14,7 @@ from dpsuite.measure.noise_scale import (
     PooledEstimate,
     half_batch_norms,
     piece_batches,
+    squared_norm,
     unbiased_estimates,
 )
 from dpsuite.optim.precision import Precision
@@ -249,3 +250,29 @@ def test_measured_pairs_are_the_pieces_mean_and_the_gradient_norm_over_the_scale
         (0.5, 6.25),
         (2.0, 25.0),
     ]
+
+
+@pytest.mark.parametrize(
+    "dtypes",
+    [
+        [torch.float32] * 3,
+        [torch.float64] * 2,
+        [torch.float16, torch.bfloat16],  # summed in float32: their squares would overflow
+        [torch.float32, torch.float16],  # mixed: one norm at a time
+    ],
+)
+def test_squared_norm_is_the_sum_of_squares_in_float32_or_wider(dtypes):
+    g = torch.Generator().manual_seed(0)
+    tensors = [(300 * torch.randn(7, 5, generator=g)).to(dt) for dt in dtypes]
+    exact = sum(float(t.double().pow(2).sum()) for t in tensors)
+    got = squared_norm(tensors)
+    assert got.dtype in (torch.float32, torch.float64)
+    assert float(got) == pytest.approx(exact, rel=1e-5)
+    assert float(squared_norm([])) == 0.0
+
+
+def test_the_noise_probe_is_due_on_measured_steps_only():
+    meter = NoiseScaleMeter("ranks", 5, 100, 4.0, 8, torch.device("cpu"), 2)
+    assert [meter.next_measured(s) for s in (0, 3, 4, 5, 9)] == [4, 4, 4, 9, 9]
+    off = NoiseScaleMeter(None, 5, 100, 4.0, 8, torch.device("cpu"))
+    assert off.next_measured(0) is None

@@ -36,3 +36,26 @@ def test_a_step_without_communication_files_zeros():
     c.add_blocking(0.5)
     assert c.end_step().blocking_s == 0.5 and c.end_step().blocking_s == 0.0
     assert [s.ops for s in c.steps] == [0, 0, 0] and len(c.steps) == 3
+
+
+def test_a_counter_that_files_no_steps_refuses_a_count_and_files_them_at_once():
+    c = CommCounter(files_steps=False)  # DDP's built-in all-reduce: every step the same
+    with pytest.raises(RuntimeError, match="files none"):
+        c.add(100)
+    with pytest.raises(RuntimeError, match="files none"):
+        c.add_blocking(0.5)
+    c.file_quiet_steps(4)
+    assert len(c.steps) == 4 and c.total_bytes == 0 and c.total_ops == 0
+    c.file_quiet_steps(4)
+    assert len(c.steps) == 4, "filed up to a count, not by it"
+
+
+def test_only_the_strategies_counting_nothing_file_no_steps():
+    import torch
+
+    from dpsuite.sync import STRATEGIES
+
+    files = {name: cls.files_traffic for name, cls in STRATEGIES.items()}
+    assert {name for name, filed in files.items() if not filed} == {"allreduce", "zero1"}
+    allreduce = STRATEGIES["allreduce"]
+    assert not allreduce(allreduce.Config(), torch.device("cpu"), 1).counter.files_steps

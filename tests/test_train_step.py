@@ -54,6 +54,49 @@ def test_probes_are_called_in_order_and_the_first_brackets_the_others():
     assert row == {"extra": 1.0}
 
 
+class EveryThird(Recorder):
+    """Samples steps 2, 5, 8, ... up to ``until``."""
+
+    def __init__(self, calls: list, name: str, until: int = 1000) -> None:
+        super().__init__(calls, name)
+        self.until = until
+        self.asked: list[int] = []
+
+    def next_due(self, step: int) -> int | None:
+        self.asked.append(step)
+        due = step + (2 - step) % 3
+        return due if due < self.until else None
+
+
+def test_a_sampling_probe_is_called_at_its_steps_only_and_asked_only_then():
+    calls: list = []
+    sampler, first = EveryThird(calls, "sampler"), EveryThird(calls, "first", until=6)
+    probes = Probes([Recorder(calls, "timer"), sampler, first])
+    for step in range(12):
+        probes.on_step_start(step)
+        probes.on_backward_end(step)
+        probes.on_step_end(step)
+    steps_of = {n: sorted({s for who, _, s in calls if who == n}) for n in ("timer", "sampler")}
+    assert steps_of["timer"] == list(range(12))
+    assert steps_of["sampler"] == [2, 5, 8, 11]
+    assert sorted({s for who, _, s in calls if who == "first"}) == [2, 5]
+    # Asked where a probe was due and at the step after: not at every step.
+    assert sampler.asked == [0, 2, 3, 5, 6, 8, 9, 11]
+    assert first.asked == [0, 2, 3, 5, 6], "due no more: never asked again"
+    at_5 = [(who, hook) for who, hook, s in calls if s == 5]
+    assert at_5 == [
+        ("first", "start"),
+        ("sampler", "start"),
+        ("timer", "start"),  # the first probe still brackets the others
+        ("timer", "backward"),
+        ("sampler", "backward"),
+        ("first", "backward"),
+        ("timer", "end"),
+        ("sampler", "end"),
+        ("first", "end"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("name", "guess"),
     [
@@ -108,18 +151,20 @@ def test_one_train_step_moves_the_model_and_is_watched(tmp_path):
     assert evaluate_and_record(run, 1, 2.0) and run.log[-1]["step"] == 1
 
 
-def test_parameter_sum_is_finite_exactly_when_every_parameter_is():
-    from dpsuite.engine.train import exact_parameter_sum, parameter_sum
+def test_parameter_total_is_finite_exactly_when_every_parameter_is():
+    from dpsuite.engine.train import exact_parameter_sum, parameter_total
 
-    big = [torch.full((4,), 3e38), torch.ones(3)]  # finite, but their float32 sum overflows
-    assert not math.isfinite(float(parameter_sum(big)))
+    big = [torch.full((4,), 3e38), torch.ones(3)]  # finite, but their float32 norm overflows
+    assert not math.isfinite(float(parameter_total(big)))
     assert math.isfinite(float(exact_parameter_sum(big)))  # what the check then decides on
     for bad in (float("inf"), float("nan")):
         params = [torch.ones(3), torch.tensor([1.0, bad])]
-        assert not math.isfinite(float(parameter_sum(params)))
+        assert not math.isfinite(float(parameter_total(params)))
         assert not math.isfinite(float(exact_parameter_sum(params)))
+    half = [torch.full((100,), 6e4, dtype=torch.float16)]  # a norm past float16's largest
+    assert float(parameter_total(half)) == pytest.approx(6e5)  # taken in float32
     mixed = [torch.ones(2), torch.ones(2, dtype=torch.float64)]
-    assert float(parameter_sum(mixed)) == 4.0 and parameter_sum(mixed).dtype == torch.float64
+    assert float(parameter_total(mixed)) == 4.0 and parameter_total(mixed).dtype == torch.float64
 
 
 def test_a_check_on_overflowing_but_finite_parameters_goes_on(monkeypatch):
@@ -132,7 +177,7 @@ def test_a_check_on_overflowing_but_finite_parameters_goes_on(monkeypatch):
     train_step(run, 0, run.replicas.batches())
     assert run.strategy.same_parameters and check(run, 1)
     with torch.no_grad():
-        run.shared_params[0].fill_(3e38)  # float32 sums overflow; every value is finite
+        run.shared_params[0].fill_(3e38)  # float32 norms overflow; every value is finite
     assert check(run, 1)
     with torch.no_grad():
         run.shared_params[-1].view(-1)[0] = float("nan")

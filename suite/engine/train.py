@@ -149,7 +149,7 @@ def divergence_flag(run: Run) -> tuple[bool, float]:
         return math.isfinite(value), value / count if count else 0.0
     if run.strategy.same_parameters:
         params = run.shared_params
-        shared, value = torch.stack([parameter_sum(params), local]).tolist()  # one host read
+        shared, value = torch.stack([parameter_total(params), local]).tolist()  # one host read
         if not math.isfinite(shared):  # non-finite, or a sum that overflowed its dtype
             shared = exact_parameter_sum(params).item()
         return math.isfinite(shared), value / count if count else 0.0
@@ -158,13 +158,17 @@ def divergence_flag(run: Run) -> tuple[bool, float]:
     return math.isfinite(mean), mean
 
 
-def parameter_sum(params: list[Tensor]) -> Tensor:
-    """The parameters' sum (float64), each summed in its own dtype: finite only if every
-    parameter is. Where it is not finite, ``exact_parameter_sum`` decides (a sum can overflow
-    where the parameters are finite); summing in float64 costs several times as much."""
-    if len({p.dtype for p in params}) > 1:
+def parameter_total(params: list[Tensor]) -> Tensor:
+    """One number (float64) from all the parameters, finite only if every parameter is: their
+    2-norms, in one fused kernel (half precision's in float32), summed. Where it is not
+    finite, ``exact_parameter_sum`` decides (a norm can overflow where the parameters are
+    finite); summing each parameter in float64 costs a kernel per parameter."""
+    dtypes = {p.dtype for p in params}
+    if len(dtypes) > 1:
         return exact_parameter_sum(params)
-    return torch.stack([p.detach().sum() for p in params]).sum().double()
+    wide = None if dtypes <= {torch.float32, torch.float64} else torch.float32
+    with torch.no_grad():
+        return torch.stack(torch._foreach_norm(params, 2, dtype=wide)).sum().double()
 
 
 def exact_parameter_sum(params: list[Tensor]) -> Tensor:

@@ -4,7 +4,9 @@ By default the time comes from DistributedDataParallel's own reducer timers (C++
 ``DistributedDataParallel._get_ddp_logging_data()`` reports): the reducer notes when the first
 bucket's all-reduce was launched, when the last gradient was ready and when the last all-reduce
 was waited for, and computes them on every ``timing.comm_every``-th iteration. Reading them
-costs a dictionary on those steps only, and no Python runs per bucket. Per sampled step:
+costs a dictionary on those steps only, and no Python runs per bucket; where the strategy files
+nothing step by step (DDP's built-in all-reduce), the probe is not called on the other steps at
+all. Per sampled step:
 
 * ``comm_s``: from the first bucket's all-reduce to the end of the last, as the reducer sees
   it (its end is noted when backward waits for it, so no earlier than the end of backward);
@@ -51,13 +53,23 @@ class CommProbe(Probe):
         self.every, self.hook_timer = every, hook_timer
         self.samples: dict[int, tuple[float, float]] = {}  # step -> (comm_s, tail_s) in hooks
         self.rejected = 0
-        self._forwards = 0  # DDP iterations with gradient sync so far (the reducer's count)
-        # Wall clock at the start of each DDP iteration a sample will be of, by iteration:
-        # with every=1 the next step starts before the previous one's sample is read.
+        # Wall clock at the start of each DDP iteration a sample will be of, by iteration (the
+        # loop's step: every step with gradient sync is one): with every=1 the next step
+        # starts before the previous one's sample is read.
         self._starts_ns: dict[int, int] = {}
         self._before_calibration = (0, 0)  # (ops issued, hooked calls) when calibration began
+        # Only the sampled steps need the probe where nothing is filed step by step.
+        self.sampling = self.ddp is not None and not counter.files_steps
         if self.ddp is not None:
             self.ddp._set_ddp_runtime_logging_sample_rate(every)
+
+    def next_due(self, step: int) -> int | None:
+        """Every step; or, where only DDP's timers are read, each sampled iteration: its start
+        is noted, and the previous sample read (the reducer computed it at the forward pass
+        after it, and keeps it until the forward pass after this one)."""
+        if not self.sampling:
+            return step
+        return step + (self.every - 1 - step) % self.every
 
     def on_calibration_start(self) -> None:
         self._before_calibration = self._exchanges()
@@ -73,27 +85,44 @@ class CommProbe(Probe):
     def on_step_start(self, step: int) -> None:
         if self.hook_timer is not None:
             self.hook_timer.begin_step()
-        elif self.ddp is not None and (self._forwards + 1) % self.every == 0:
-            self._starts_ns[self._forwards] = time.time_ns()
+        elif self.ddp is not None:
+            self._read_computed(forwarded=step - 1)
+            if (step + 1) % self.every == 0:
+                self._starts_ns[step] = time.time_ns()
 
     def on_step_end(self, step: int) -> None:
-        self.counter.end_step()
+        if not self.sampling:
+            self.counter.end_step()
         if self.ddp is None and self.hook_timer is None:
             self.samples[step] = (0.0, 0.0)  # no DDP: the strategy's own clock is all there is
         elif self.hook_timer is not None:
             timed = self.hook_timer.end_step()
             self.samples[step] = (timed.busy_s, timed.tail_s)
         elif self.ddp is not None:
-            # At the forward pass of its k-th iteration (k a multiple of `every`) the reducer
-            # computes the timings of iteration k-1: the previous step.
-            if self._forwards and self._forwards % self.every == 0:
-                self._read_reducer(step - 1)
-            self._forwards += 1
+            self._read_computed(forwarded=step)
+
+    def _read_computed(self, forwarded: int) -> None:
+        """Read DDP's sample of the last noted iteration before ``forwarded``, the last step
+        whose forward pass has run: at the forward pass of its k-th iteration (k a multiple
+        of `every`) the reducer computes the timings of iteration k-1, and keeps them until
+        the next such pass. An older noted iteration not read by then is lost."""
+        if not self._starts_ns:
+            return
+        computed = sorted(s for s in self._starts_ns if s < forwarded)
+        for lost in computed[:-1]:
+            self._reject(lost)
+        if computed:
+            self._read_reducer(computed[-1])
+
+    def _reject(self, step: int) -> None:
+        self._starts_ns.pop(step, None)
+        self.rejected += 1  # not the step we took it for: keep nothing rather than guess
+        self.samples[step] = (float("nan"), float("nan"))
 
     def _read_reducer(self, step: int) -> None:
         data = reducer_timers(self.ddp)  # type: ignore[arg-type]
         start = data.get("backward_compute_time_start", 0)
-        described = self._starts_ns.pop(self._forwards - 1, None)
+        described = self._starts_ns.pop(step, None)
         if described is None or not described <= start <= time.time_ns():
             self.rejected += 1  # not the step we took it for: keep nothing rather than guess
             self.samples[step] = (float("nan"), float("nan"))
@@ -128,6 +157,10 @@ class CommProbe(Probe):
         """Medians over the sampled steps of the hooks' communication, plus the mean time per
         step of exchanges outside the hooks (one made every k steps counts 1/k per step: a
         sample of every n-th step could miss it altogether)."""
+        if self.ddp is not None:
+            self._read_computed(forwarded=self.timer.stopped - 1)  # the last step taken
+        if self.sampling:
+            self.counter.file_quiet_steps(self.timer.stopped)
         kept = set(self.timer.steps)
         steps = sorted(s for s in self.samples if s in kept)
         comm = distributed.max_across_ranks([self.samples[s][0] for s in steps], self.device)

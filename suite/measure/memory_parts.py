@@ -56,9 +56,10 @@ class MemoryPartsProbe(Probe):
         self.model, self.optimizer, self.device = model, optimizer, device
         self.parts = [0.0, 0.0, 0.0]  # params, grads, optimizer state: the largest seen
 
+    def next_due(self, step: int) -> int | None:
+        return step if step < MEASURED_STEPS else None
+
     def on_step_end(self, step: int) -> None:
-        if step >= MEASURED_STEPS:
-            return
         params = list(self.model.parameters())
         now = [
             stored_bytes(params),

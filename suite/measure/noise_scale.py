@@ -86,18 +86,28 @@ def piece_batches(method: str, per_worker: int, global_batch: int) -> tuple[floa
     return float(per_worker), global_batch
 
 
-def sum_of_squares(tensor: torch.Tensor) -> torch.Tensor:
-    """In float32 or wider (half-precision gradients would overflow), without a host sync."""
-    wide = tensor.detach()
-    if wide.dtype not in (torch.float32, torch.float64):
-        wide = wide.float()
-    return wide.pow(2).sum()
+WIDE = (torch.float32, torch.float64)  # half-precision gradients' squares would overflow
+
+
+def norm(tensor: torch.Tensor) -> torch.Tensor:
+    """The 2-norm, in float32 or wider, without a host sync: one kernel."""
+    wide = None if tensor.dtype in WIDE else torch.float32
+    return torch.linalg.vector_norm(tensor.detach(), dtype=wide)
 
 
 def squared_norm(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """The tensors' summed squares, in float32 or wider, without a host sync: one fused
+    kernel for all of them where they share a dtype (as ``clip_grad_norm_`` takes them)."""
     if not tensors:
         return torch.zeros(())
-    return torch.stack([sum_of_squares(t) for t in tensors]).sum()
+    dtypes = {t.dtype for t in tensors}
+    if dtypes.issubset(WIDE):
+        norms = torch._foreach_norm(tensors)
+    elif dtypes.isdisjoint(WIDE):
+        norms = torch._foreach_norm(tensors, 2, dtype=torch.float32)
+    else:
+        norms = [norm(t) for t in tensors]
+    return torch.stack(norms).square().sum()
 
 
 class NoiseScaleMeter:
@@ -128,8 +138,9 @@ class NoiseScaleMeter:
         self.windows: list[PooledEstimate] = []  # closed windows
         self._pending: list[tuple[int, torch.Tensor, torch.Tensor]] = []  # (step, small, big)
 
-    def measures(self, step: int) -> bool:
-        return self.method is not None and (step + 1) % self.every == 0
+    def next_measured(self, step: int) -> int | None:
+        """The first step from ``step`` on that is measured (None: none is)."""
+        return None if self.method is None else step + (-(step + 1)) % self.every
 
     def add_pieces(
         self,
@@ -219,17 +230,16 @@ class NoiseScaleProbe(Probe):
     ) -> None:
         self.meter, self.recorder = meter, recorder
         self.gradients, self.loss_scale = gradients, loss_scale
-        self.measuring = False
+
+    def next_due(self, step: int) -> int | None:
+        return self.meter.next_measured(step)  # the steps between: not called at all
 
     def on_step_start(self, step: int) -> None:
-        self.measuring = self.meter.measures(step)
-        if self.measuring:
-            self.recorder.start()
+        self.recorder.start()
 
     def on_backward_end(self, step: int) -> None:
-        if self.measuring:
-            pieces = self.recorder.pieces()
-            self.meter.add_pieces(step, pieces, self.gradients(), self.loss_scale())
+        pieces = self.recorder.pieces()
+        self.meter.add_pieces(step, pieces, self.gradients(), self.loss_scale())
 
     # Folded in at evaluations and at the end, where every rank meets anyway: a training step
     # outside them makes no collective and reads nothing back for the noise scale.
@@ -290,21 +300,21 @@ class LocalGradientRecorder(PieceRecorder):
 
     def __init__(self, model: nn.Module) -> None:
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.sums: list[Tensor] = []
+        self.norms: list[Tensor] = []
         self.handles: list[Any] = []
 
     def start(self) -> None:
-        self.sums = []
+        self.norms = []
         self.handles = [p.register_post_accumulate_grad_hook(self._read) for p in self.params]
 
     def _read(self, param: Tensor) -> None:
-        self.sums.append(sum_of_squares(param.grad))
+        self.norms.append(norm(param.grad))
 
     def pieces(self) -> list[Tensor]:
         for handle in self.handles:
             handle.remove()
         self.handles = []
-        return [torch.stack(self.sums).sum() if self.sums else torch.zeros(())]
+        return [torch.stack(self.norms).square().sum() if self.norms else torch.zeros(())]
 
 
 class MicroBatchRecorder(PieceRecorder):

@@ -16,18 +16,24 @@ in this order::
     probes.step_columns()               # then: steps.csv columns by step (may gather)
     probes.rank_steps()                 # then: steps_by_rank.csv rows (may gather)
 
-A probe overrides only the hooks it needs; the others are not called at all, and a probe that is
-not sampling a step returns at once: the unmeasured step costs a few attribute lookups. A probe
-class that defines a method named like a hook but not one (``evaluation``, ``on_step``) is refused
-when it is defined: it would never be called.
+A probe overrides only the hooks it needs; the others are not called at all. A probe that
+measures some steps only (every n-th, or the first few) says which with ``next_due``: on the
+steps between, its step hooks are not called either, so an unmeasured step costs it nothing
+(on a millisecond step every Python call shows). A probe class that defines a method named like
+a hook but not one (``evaluation``, ``on_step``) is refused when it is defined: it would never
+be called.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 from dpsuite.errors import did_you_mean
 
+# The hooks of a training step: called on a probe only at the steps it is due (``next_due``).
+STEP_HOOKS = ("on_step_start", "on_batch_ready", "on_backward_end", "on_step_end")
 # Called at the loop's points, only on the probes that override them.
 HOOKS = (
     "on_calibration_start",
@@ -66,6 +72,12 @@ class Probe:
                     f"{cls.__name__}.{name} is not a probe hook{hint}: the loop never calls it; "
                     f"the hooks are {', '.join(HOOKS + OUTPUTS)}"
                 )
+
+    def next_due(self, step: int) -> int | None:
+        """The first step from ``step`` on at which this probe's step hooks are to be called
+        (None: no more): every step unless a probe says otherwise. Asked at a step's start,
+        and only at the steps the probes' answers point to."""
+        return step
 
     def on_calibration_start(self) -> None:
         """Before the calibration's steps without gradient sync."""
@@ -115,19 +127,53 @@ def _overrides(probe: Probe, hook: str) -> bool:
 
 class Probes:
     """The run's probes, called in order at the end of a step and in reverse order at its start,
-    so that the first probe (the step timer) brackets all the others' work."""
+    so that the first probe (the step timer) brackets all the others' work.
+
+    The calls of a step's hooks are chosen at its start: those of the probes watching every
+    step, and of the sampling probes due then. They are chosen anew only at the next step a
+    sampling probe is due (and at the step after it), so that a step none is due at costs one
+    comparison more than one without sampling probes.
+    """
 
     def __init__(self, probes: list[Probe]) -> None:
         self.probes = probes
         calls = {h: [getattr(p, h) for p in probes if _overrides(p, h)] for h in HOOKS}
         self._calibration_start = calls["on_calibration_start"]
         self._calibration_end = calls["on_calibration_end"]
-        self._start = calls["on_step_start"][::-1]
-        self._batch_ready = calls["on_batch_ready"]
-        self._backward = calls["on_backward_end"]
-        self._end = calls["on_step_end"]
         self._check = calls["on_check"]
         self._eval = calls["on_eval"]
+        watching = [i for i, p in enumerate(probes) if any(_overrides(p, h) for h in STEP_HOOKS)]
+        # Where each sampling probe (by its place in ``probes``) is next due; the others
+        # watch every step.
+        self._sampling = [i for i in watching if _overrides(probes[i], "next_due")]
+        self._every_step = [i for i in watching if i not in self._sampling]
+        self._wake: float = 0  # the next step at which the step hooks' calls are chosen
+        # The step hooks' calls by the sampling probes due: a few combinations, each built once.
+        self._calls: dict[tuple[int, ...], tuple[list[Callable], ...]] = {}
+        self._use(())
+
+    def _use(self, due: tuple[int, ...]) -> None:
+        """The step hooks' calls: of the probes watching every step and of those ``due``."""
+        calls = self._calls.get(due)
+        if calls is None:
+            chosen = [p for i, p in enumerate(self.probes) if i in self._every_step or i in due]
+            by_hook = [[getattr(p, h) for p in chosen if _overrides(p, h)] for h in STEP_HOOKS]
+            by_hook[0].reverse()  # on_step_start: the first probe starts last
+            calls = self._calls[due] = tuple(by_hook)
+        self._start, self._batch_ready, self._backward, self._end = calls
+
+    def _plan(self, step: int) -> None:
+        """Choose this step's calls: the sampling probes due at ``step``, and when to choose
+        again (the next step; or, where none is due, the first step one is)."""
+        due_at = [self.probes[i].next_due(step) for i in self._sampling]
+        due = tuple(i for i, at in zip(self._sampling, due_at, strict=True) if at == step)
+        self._use(due)
+        later = [at for at in due_at if at is not None]
+        self._wake = step + 1 if due else min(later, default=math.inf)
+        if len(later) < len(due_at):  # due no more: not asked again
+            self._sampling = [
+                i for i, at in zip(self._sampling, due_at, strict=True) if at is not None
+            ]
 
     def on_calibration_start(self) -> None:
         for call in self._calibration_start:
@@ -138,6 +184,8 @@ class Probes:
             call(times)
 
     def on_step_start(self, step: int) -> None:
+        if step >= self._wake:
+            self._plan(step)
         for call in self._start:
             call(step)
 

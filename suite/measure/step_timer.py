@@ -32,7 +32,7 @@ class StepTimer:
     _durations: list[float] = field(default_factory=list)
     _open: deque[tuple[Any, Any]] = field(default_factory=deque)  # CUDA events not yet read
     _seen: int = 0
-    _t0: float = 0.0
+    started_at: float = 0.0  # host clock at the last start (the wait for data counts from it)
     _start_event: Any = None
     # Decided once: start and stop run on every step, and on CPU are a clock reading each.
     on_device: bool = field(init=False)
@@ -44,8 +44,7 @@ class StepTimer:
         if self.on_device:
             self._start_event = torch.cuda.Event(enable_timing=True)
             self._start_event.record()
-        else:
-            self._t0 = time.perf_counter()  # nothing is queued on a CPU device
+        self.started_at = time.perf_counter()  # on CPU the step's start: nothing is queued
 
     def stop(self, step: int) -> float | None:
         """This step's seconds on CPU; on CUDA None (known once its events have completed)."""
@@ -58,7 +57,7 @@ class StepTimer:
                 self._open.append((self._start_event, end))
             self._read_completed()
             return None
-        elapsed = time.perf_counter() - self._t0
+        elapsed = time.perf_counter() - self.started_at
         if self._seen > self.warmup:
             self._durations.append(elapsed)
             self.steps.append(step)
@@ -79,6 +78,11 @@ class StepTimer:
     @durations.setter
     def durations(self, values: list[float]) -> None:
         self._durations = list(values)
+
+    @property
+    def stopped(self) -> int:
+        """Steps stopped so far, warm-up included."""
+        return self._seen
 
     @property
     def last_kept(self) -> bool:

@@ -14,6 +14,7 @@ class AllReduce(SyncStrategy):
     """DDP with its built-in all-reduce (C++: no Python runs per bucket)."""
 
     Config = AllReduceConfig
+    files_traffic = False  # every bucket every step: `fixed_step_traffic`
 
     def wrap(self, model: nn.Module, bucket_cap_mb: float) -> nn.Module:
         return ddp_wrap(model, self.device, bucket_cap_mb)

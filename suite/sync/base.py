@@ -8,6 +8,7 @@ class. Per step the loop does::
     optimizer.step()
     strategy.after_step(model)          # parameter exchange after the step (model averaging)
     strategy.counter.end_step()         # file this step's bytes, operations, waiting time
+                                        # (where the strategy files traffic step by step)
 
 The model is wrapped (``wrap``) before the optimizer is built (``build_optimizer``), so that a
 strategy can shard either. Adding a strategy: its class in a module of its own, and its config
@@ -55,6 +56,10 @@ class SyncStrategy:
     # Whether every rank holds the same whole parameters after every step (the training
     # loop's divergence check then reads them instead of making the ranks meet).
     same_parameters: ClassVar[bool] = True
+    # Whether its communication is counted, step by step, in ``counter`` (its hooks, exchanges
+    # outside DDP). False: all of it is ``fixed_step_traffic``, the same every step, and no
+    # step needs filing (the probes then leave a step alone unless they sample it).
+    files_traffic: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -66,7 +71,7 @@ class SyncStrategy:
         self.device = device
         self.world_size = world_size
         self.precision = "fp32"  # the run's precision (set by `registry.build`)
-        self.counter = CommCounter()
+        self.counter = CommCounter(files_steps=self.files_traffic)
 
     def wrap(self, model: nn.Module, bucket_cap_mb: float) -> nn.Module:
         """The module the loop runs forward and backward through."""

@@ -39,9 +39,12 @@ NO_COMM = StepComm()
 class CommCounter:
     """Collects one step's communication; :meth:`end_step` files it and starts the next step.
 
-    Hooks may report from the communication thread, hence the lock.
+    Hooks may report from the communication thread, hence the lock. A counter that does not
+    ``files_steps`` (its strategy's traffic is the same every step, counted elsewhere) refuses
+    anything counted, and its steps are filed all at once (:meth:`file_quiet_steps`).
     """
 
+    files_steps: bool = True
     steps: list[StepComm] = field(default_factory=list)
     _bytes: float = 0.0
     _ops: int = 0
@@ -49,6 +52,7 @@ class CommCounter:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, nbytes: float, ops: int = 1) -> None:
+        self._filing()
         with self._lock:
             self._bytes += nbytes
             self._ops += ops
@@ -60,6 +64,7 @@ class CommCounter:
             return self._ops
 
     def add_blocking(self, seconds: float) -> None:
+        self._filing()
         with self._lock:
             self._blocking += seconds
 
@@ -72,6 +77,17 @@ class CommCounter:
                 step = NO_COMM  # a step of DDP's built-in all-reduce: no object per step
         self.steps.append(step)
         return step
+
+    def file_quiet_steps(self, steps: int) -> None:
+        """File steps in which nothing was counted until ``steps`` are filed."""
+        self.steps.extend([NO_COMM] * (steps - len(self.steps)))
+
+    def _filing(self) -> None:
+        if not self.files_steps:
+            raise RuntimeError(
+                "communication counted by a strategy that declares it files none "
+                "(files_traffic = False): it would be left out of the run's traffic"
+            )
 
     @property
     def total_bytes(self) -> float:

@@ -48,18 +48,22 @@ class Parts:
             self.mark(f"{prefix}: {type(call.__self__).__name__}")
 
 
-def suite_steps(run, steps: int, parts: Parts) -> None:
-    """The loop's steps (``train_step``, then ``check`` when due), timed part by part."""
+def suite_steps(run, first: int, steps: int, parts: Parts) -> int:
+    """The loop's steps from step ``first`` on (``train_step``, then ``check`` when due), timed
+    part by part; returns the next step (the loop's steps only ever go forward)."""
     from dpsuite.engine import train
 
     batches = run.replicas.batches()
     every = run.spec.cfg.train.check_every
     parts.mark("(start)")
-    for step in range(steps):
+    for step in range(first, first + steps):
         lr = run.plan.lr_at(step)
         for group in run.optimizer.param_groups:
             group["lr"] = lr
         parts.mark("LR")
+        if step >= run.probes._wake:
+            run.probes._plan(step)  # the calls of the probes due at this step
+            parts.mark("probes due chosen")
         parts.call_each("step start", run.probes._start, step)
         _, batch = next(batches)
         parts.mark("next batch")
@@ -76,6 +80,7 @@ def suite_steps(run, steps: int, parts: Parts) -> None:
         if (step + 1) % every == 0:
             train.check(run, step + 1)
         parts.mark("loss kept, check")
+    return first + steps
 
 
 def bare_steps(bare, steps: int, parts: Parts) -> None:
@@ -105,11 +110,11 @@ def rank_main(local_rank: int, init_method: str, spec, steps: int, out: Path) ->
     run = setup(spec, ranks, device, writer=None)
     calibrate(run)
     bare = BareLoop(run)
-    suite_steps(run, 50, Parts())  # warm-up of both
+    step = suite_steps(run, 0, 50, Parts())  # warm-up of both
     bare_steps(bare, 50, Parts())
     parts = Parts()
     dist.barrier()
-    suite_steps(run, steps, parts)
+    suite_steps(run, step, steps, parts)
     dist.barrier()
     bare_steps(bare, steps, parts)
     per_step = {k: v / steps / 1e3 for k, v in parts.ns.items() if k != "(start)"}
