@@ -167,8 +167,7 @@ def parameter_total(params: list[Tensor]) -> Tensor:
     if len(dtypes) > 1:
         return exact_parameter_sum(params)
     wide = None if dtypes <= {torch.float32, torch.float64} else torch.float32
-    with torch.no_grad():
-        return torch.stack(torch._foreach_norm(params, 2, dtype=wide)).sum().double()
+    return torch.stack(torch._foreach_norm(params, 2, dtype=wide)).sum(dtype=torch.float64)
 
 
 def exact_parameter_sum(params: list[Tensor]) -> Tensor:
@@ -266,8 +265,9 @@ class Run:
 
     def __post_init__(self) -> None:
         self.losses = LossTracker(self.device)
-        # Listed once: the divergence check reads them at every check.
-        self.shared_params = list(self.replicas.model.parameters())
+        # Listed once, detached (views of the same storage, which the optimizer updates in
+        # place): the divergence check reads them at every check, outside autograd.
+        self.shared_params = [p.detach() for p in self.replicas.model.parameters()]
 
     @property
     def target(self) -> float:

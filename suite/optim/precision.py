@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,13 @@ class Precision:
     name: str
     device: torch.device
     scaler: Any = None  # torch.amp.GradScaler for fp16
+
+    def __post_init__(self) -> None:
+        if self.scaler is None:
+            # Without loss scaling, the tensor's and the optimizer's own calls: no Python call
+            # of ours around them on every step.
+            self.backward = torch.Tensor.backward  # type: ignore[method-assign]
+            self.step = operator.methodcaller("step")  # type: ignore[method-assign]
 
     @classmethod
     def create(cls, name: str, device: torch.device) -> Precision:
