@@ -40,7 +40,7 @@ from dpsuite.measure.data_wait import DataWaitProbe
 from dpsuite.measure.flops import known_peak_tflops, training_flops_per_sample, utilization
 from dpsuite.measure.memory import MemoryProbe
 from dpsuite.measure.memory_parts import MemoryPartsProbe
-from dpsuite.measure.noise_scale import NoiseScaleMeter, NoiseScaleProbe, piece_batches
+from dpsuite.measure.noise_scale import NoiseScaleMeter, NoiseScaleProbe, norms, piece_batches
 from dpsuite.measure.probes import Probe, Probes
 from dpsuite.measure.profiler import NOT_PROFILED, ProfilerProbe
 from dpsuite.measure.rank_timeline import RankTimelineProbe
@@ -163,11 +163,9 @@ def parameter_total(params: list[Tensor]) -> Tensor:
     2-norms, in one fused kernel (half precision's in float32), summed. Where it is not
     finite, ``exact_parameter_sum`` decides (a norm can overflow where the parameters are
     finite); summing each parameter in float64 costs a kernel per parameter."""
-    dtypes = {p.dtype for p in params}
-    if len(dtypes) > 1:
+    if len({p.dtype for p in params}) > 1:
         return exact_parameter_sum(params)
-    wide = None if dtypes <= {torch.float32, torch.float64} else torch.float32
-    return torch.stack(torch._foreach_norm(params, 2, dtype=wide)).sum(dtype=torch.float64)
+    return torch.stack(norms(params)).sum(dtype=torch.float64)
 
 
 def exact_parameter_sum(params: list[Tensor]) -> Tensor:

@@ -124,8 +124,7 @@ class CommProbe(Probe):
         start = data.get("backward_compute_time_start", 0)
         described = self._starts_ns.pop(step, None)
         if described is None or not described <= start <= time.time_ns():
-            self.rejected += 1  # not the step we took it for: keep nothing rather than guess
-            self.samples[step] = (float("nan"), float("nan"))
+            self._reject(step)
             return
         tail = data.get("backward_comm_time_end", 0) - data.get("backward_compute_time_end", 0)
         self.samples[step] = (data.get("backward_comm_time", 0) * NS, max(0, tail) * NS)

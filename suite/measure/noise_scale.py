@@ -95,19 +95,22 @@ def norm(tensor: torch.Tensor) -> torch.Tensor:
     return torch.linalg.vector_norm(tensor.detach(), dtype=wide)
 
 
-def squared_norm(tensors: list[torch.Tensor]) -> torch.Tensor:
-    """The tensors' summed squares, in float32 or wider, without a host sync: one fused
-    kernel for all of them where they share a dtype (as ``clip_grad_norm_`` takes them)."""
-    if not tensors:
-        return torch.zeros(())
+def norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Each tensor's 2-norm, in float32 or wider, without a host sync: one fused kernel for all
+    of them where they are all wide or all half precision (as ``clip_grad_norm_`` takes them)."""
     dtypes = {t.dtype for t in tensors}
     if dtypes.issubset(WIDE):
-        norms = torch._foreach_norm(tensors)
-    elif dtypes.isdisjoint(WIDE):
-        norms = torch._foreach_norm(tensors, 2, dtype=torch.float32)
-    else:
-        norms = [norm(t) for t in tensors]
-    return torch.stack(norms).square().sum()
+        return list(torch._foreach_norm(tensors))
+    if dtypes.isdisjoint(WIDE):
+        return list(torch._foreach_norm(tensors, 2, dtype=torch.float32))
+    return [norm(t) for t in tensors]
+
+
+def squared_norm(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """The tensors' summed squares, in float32 or wider, without a host sync (``norms``)."""
+    if not tensors:
+        return torch.zeros(())
+    return torch.stack(norms(tensors)).square().sum()
 
 
 class NoiseScaleMeter:
