@@ -7,6 +7,8 @@
   better).
 * ``Faulty``: NpyRegression with one fault chosen by ``fault`` (a sample that raises, batches
   of the wrong structure, an empty split, a loader worker that dies or hangs).
+* ``WhoLoads``: NpyRegression whose loader workers each note, once, their split, pid and
+  when they were forked, in ``<data_dir>/loaders.txt``.
 """
 
 from __future__ import annotations
@@ -173,3 +175,32 @@ class NpyStream(NpyRegression):
     def load_data(self) -> Datasets:
         files = super().load_data()
         return Datasets(StreamedSamples(files.train), files.eval)
+
+
+class NotedNpyDir(NpyDir):
+    """NpyDir whose loader workers each append "split pid start" to ``log`` at their first
+    sample (start: the process's start time, in clock ticks since boot)."""
+
+    def __init__(self, root: Path, indices: range, split: str, log: Path) -> None:
+        super().__init__(root, indices)
+        self.split, self.log, self.noted = split, log, False
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        if not self.noted and torch.utils.data.get_worker_info() is not None:
+            self.noted = True  # in this worker's copy of the dataset
+            start = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19]
+            with open(self.log, "a") as f:
+                f.write(f"{self.split} {os.getpid()} {start}\n")
+        return super().__getitem__(i)
+
+
+class WhoLoads(NpyRegression):
+    def load_data(self) -> Datasets:
+        c = self.config
+        root = Path(c.data_dir)
+        write_samples(root, c.num_samples, c.dims)
+        cut, log = self.num_train(), root / "loaders.txt"
+        return Datasets(
+            NotedNpyDir(root, range(cut), "train", log),
+            NotedNpyDir(root, range(cut, c.num_samples), "eval", log),
+        )

@@ -74,6 +74,32 @@ def test_a_file_backed_job_with_dict_batches_and_a_loss_target(dpsuite, tmp_path
     assert parts <= m["step_time_s"] * 1.0001 or math.isclose(parts, m["step_time_s"])
 
 
+def test_eval_loader_workers_are_forked_once_before_training(tmp_path):
+    """Every evaluation is served by the same persistent loader workers, forked as the run
+    sets up: before any backward pass, whose all-reduces end on gloo's thread (a fork at
+    that moment can leave a worker deadlocked in its first instant on some CPython
+    releases, and the run's output held open by it)."""
+    samples = tmp_path / "samples"
+    proc = run_subprocess(
+        "run",
+        "workload=tests.dataset_workloads:WhoLoads",
+        f"workload.data_dir={samples}",
+        "workers=2",
+        "data.loader_workers=2",
+        "train.epochs=2",
+        "train.evals_per_epoch=2",
+        f"results_dir={tmp_path / 'out'}",
+    )
+    assert proc.returncode == 0, proc.stderr
+    evals = (only_run(tmp_path / "out") / "epochs.csv").read_text().splitlines()[1:]
+    assert len(evals) >= 4, evals
+    noted = [line.split() for line in (samples / "loaders.txt").read_text().splitlines()]
+    started = {split: {int(pid): int(t) for s, pid, t in noted if s == split} for split in
+               ("train", "eval")}  # fmt: skip
+    assert len(started["eval"]) <= 2 * 2, noted  # 2 ranks x 2 workers, for every evaluation
+    assert max(started["eval"].values()) <= min(started["train"].values()), noted
+
+
 @pytest.mark.parametrize(
     "fault,extra,says",
     [

@@ -1,6 +1,7 @@
 """Faults during a run: a worker killed, the launcher interrupted. Nothing may hang or be lost."""
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -163,3 +164,37 @@ def test_sigterm_of_the_launcher_alone_leaves_no_orphans(tmp_path):
         time.sleep(0.2)
     assert not any(alive(w) for w in workers)
     assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
+
+
+def _forked_child_temp_dir(out: Path) -> None:
+    import multiprocessing.util
+
+    out.write_text(multiprocessing.util.get_temp_dir())
+
+
+def _worker_forks_a_child(local_rank: int, init_method: str, out: str) -> None:
+    """As a rank whose DataLoader forks its loader workers."""
+    child = multiprocessing.get_context("fork").Process(
+        target=_forked_child_temp_dir, args=(Path(out, f"rank{local_rank}.txt"),)
+    )
+    child.start()
+    child.join()
+
+
+def test_processes_a_worker_forks_keep_their_temporary_files_in_a_directory_of_their_own(
+    tmp_path,
+):
+    """A loader worker's socket for handing a batch's file descriptors to its rank lives in its
+    multiprocessing temporary directory. It must not be the launcher's, which the launcher
+    removes as it exits: after a failed run, loader workers still ending would each print a
+    FileNotFoundError traceback."""
+    import multiprocessing.util
+
+    from dpsuite.runtime import distributed
+
+    distributed.spawn_local(_worker_forks_a_child, (str(tmp_path),), 2, 1)
+    launchers = multiprocessing.util.get_temp_dir()  # made for the forkserver's socket
+    for rank in (0, 1):
+        own = (tmp_path / f"rank{rank}.txt").read_text()
+        assert Path(own).parent == Path(launchers).parent and own != launchers
+        assert not Path(own).exists(), "removed by the process that made it, as it exited"

@@ -73,6 +73,10 @@ class BatchSource(ABC):
     def sample_batch(self, n: int) -> Any:
         """A batch of the first ``n`` training samples (for counting FLOPs)."""
 
+    def start_eval_workers(self, rank: int, world: int, chunk: int) -> None:  # noqa: B027
+        """Start what evaluating will need in processes of its own, before training starts
+        (nothing for data already in memory)."""
+
     @abstractmethod
     def channels_last(self) -> None:
         """Images (4-D tensors) in channels-last memory format from now on."""
@@ -216,6 +220,7 @@ class LoaderBatches(BatchSource):
         self.form = "datasets"
         self.collate = data.collate_fn or torch_collate
         self.memory_format: torch.memory_format | None = None
+        self.eval_loaders: dict[tuple[int, int, int, int], DataLoader] = {}
 
     def channels_last(self) -> None:
         self.memory_format = torch.channels_last
@@ -307,15 +312,38 @@ class LoaderBatches(BatchSource):
         return self.workload.batch_loss(net, batch)
 
     def eval_batches(self, split: str, rank: int, world: int, chunk: int) -> Iterator[Any]:
+        return self._moved(self.eval_loader(split, rank, world, chunk), split)
+
+    def eval_loader(self, split: str, rank: int, world: int, chunk: int) -> DataLoader:
+        """The split's loader, one for the whole run: its persistent workers serve every
+        evaluation (a loader per evaluation would fork new workers each time)."""
         dataset = (
             self.data.test if split == "test" and self.data.test is not None else self.data.eval
         )
-        if isinstance(dataset, IterableDataset):
-            loader = self.loader(DealtItems(dataset, world, rank, chunk), split, chunk)
-        else:
-            mine = list(range(rank, sized(dataset) or 0, world))
-            loader = self.loader(dataset, split, chunk, sampler=mine)
-        return self._moved(loader, split)
+        key = (id(dataset), rank, world, chunk)  # a test split that is the eval split: one
+        if key not in self.eval_loaders:
+            if isinstance(dataset, IterableDataset):
+                loader = self.loader(DealtItems(dataset, world, rank, chunk), split, chunk)
+            else:
+                mine = list(range(rank, sized(dataset) or 0, world))
+                loader = self.loader(dataset, split, chunk, sampler=mine)
+            self.eval_loaders[key] = loader
+        return self.eval_loaders[key]
+
+    def start_eval_workers(self, rank: int, world: int, chunk: int) -> None:
+        """Fork the eval and test splits' persistent loader workers now, before any backward
+        pass, instead of at the first evaluation.
+
+        In a DDP process, each all-reduce a backward pass issues ends on gloo's thread by
+        making and dropping a Python thread state; a fork at that moment leaves a child
+        deadlocked for good on CPython releases without the fix of gh-112275 (3.11.7
+        among them): a loader worker that never starts, holding the run's output open.
+        Forked here, no all-reduce has run yet. (With ``persistent_workers`` off, every
+        iteration forks anew and this does not apply.)"""
+        if not (self.cfg.persistent_workers and self.cfg.loader_workers > 0):
+            return
+        for split in ("eval", "test"):
+            iter(self.eval_loader(split, rank, world, chunk))
 
     def sample_batch(self, n: int) -> Any:
         train = self.data.train

@@ -286,6 +286,7 @@ def setup(
     workload = spec.build_workload()
     precision = Precision.create(cfg.precision, device)
     source = build_source(spec, workload, device, precision)
+    source.start_eval_workers(ranks.rank, ranks.world_size, workload.eval_chunk)
 
     model, digest = build_model(spec, workload, device, precision)
     flops = None

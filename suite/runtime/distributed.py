@@ -334,6 +334,7 @@ def _child(
 
     It ends with exit code 1 after recording its error for the launcher, never with a
     traceback on the terminal (the launcher names the cause in one line)."""
+    own_temporary_directory()
     try:
         watch_launcher(lifeline)  # LauncherGone may come at once: inside the `try`
         fn(local_rank, init_method, *args)
@@ -345,6 +346,17 @@ def _child(
         with contextlib.suppress(OSError):
             Path(tmp, f"error-{local_rank}.json").write_text(json.dumps(mine))
         sys.exit(1)  # never an exit that reads as done, never a traceback on the terminal
+
+
+def own_temporary_directory() -> None:
+    """Let this worker's own processes (its DataLoader workers) make their multiprocessing
+    temporary directory, instead of sharing the launcher's.
+
+    A worker inherits the launcher's (Process objects carry it), where a loader worker's socket
+    for passing a batch's file descriptors is made. The launcher removes that directory as it
+    exits: after a failed run, loader workers still ending then print a FileNotFoundError
+    traceback each. A directory of each loader worker's own is removed by that worker."""
+    multiprocessing.current_process()._config.pop("tempdir", None)
 
 
 # How a collective fails on a rank whose peer has gone (it raised, exited, was killed): the
