@@ -123,7 +123,7 @@ class DataConfig:
     """Page-locked host batches, copied to a GPU without waiting (ignored on a CPU run)."""
     persistent_workers: bool = True
     """Keep the loader's workers between epochs and evaluations instead of starting them anew
-    (the eval and test splits' are then forked as the run sets up, before any backward pass)."""
+    (the eval and test splits' are then forked as the run sets up, before any all-reduce)."""
     prefetch_factor: int = field(default=2, metadata={"ge": 1})
     """Batches each loader worker prepares ahead."""
     timeout_s: float = field(default=300.0, metadata={"gt": 0})

@@ -331,8 +331,8 @@ class LoaderBatches(BatchSource):
         return self.eval_loaders[key]
 
     def start_eval_workers(self, rank: int, world: int, chunk: int) -> None:
-        """Fork the eval and test splits' persistent loader workers now, before any backward
-        pass, instead of at the first evaluation.
+        """Fork the eval and test splits' persistent loader workers now, before any gradient
+        all-reduce, instead of at the first evaluation.
 
         In a DDP process, each all-reduce a backward pass issues ends on gloo's thread by
         making and dropping a Python thread state; a fork at that moment leaves a child
