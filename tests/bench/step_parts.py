@@ -87,12 +87,17 @@ def bare_steps(bare, steps: int, parts: Parts) -> None:
     net, opt = bare.net, bare.optimizer
     parts.mark("(start)")
     for _ in range(steps):
+        lr = bare.plan.lr_at(bare.step)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        parts.mark("bare: LR")
         batch = next(bare.batches)
         parts.mark("bare: next batch")
         opt.zero_grad(set_to_none=True)
         bare.workload.batch_loss(net, batch).backward()
         parts.mark("bare: zero_grad, forward, backward")
         opt.step()
+        bare.step += 1
         parts.mark("bare: optimizer step")
 
 
