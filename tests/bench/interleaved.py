@@ -2,8 +2,9 @@
 
 Each rank builds the run exactly as ``dpsuite run`` does (``dpsuite.engine.train.setup`` and
 ``calibrate``) and, beside it, a nanoGPT-like loop on the same workload's model (built with
-the same seed), data and optimizer settings: DDP, SGD, index a batch (or take it from a plain
-DataLoader with the run's loader settings), forward, backward, step.
+the same seed), data and optimizer settings: DDP, SGD at the run's LR of the step, index a
+batch (or take it from a plain DataLoader with the run's loader settings), forward, backward,
+step. Denormals are flushed to zero in both (``rank_main``).
 After warm-up, blocks of ``k`` steps alternate between the two (bare-suite, suite-bare, ...)
 until the time budget is spent; each block starts at a barrier. The suite's block is the
 training loop's own step (``dpsuite.engine.train.loop_step``: LR from the plan, probes, timers,
@@ -211,7 +212,12 @@ def over_budget(t0: float, budget_s: float) -> bool:
 
 
 def rank_main(local_rank: int, init_method: str, spec: RunSpec, plan: Plan, out: Path) -> None:
-    """One rank: the run as `dpsuite run` sets it up, then the interleaved blocks."""
+    """One rank: the run as `dpsuite run` sets it up, then the interleaved blocks.
+
+    Denormal numbers are flushed to zero on both sides: two models a bench trains for tens of
+    thousands of steps reach them at different times (their batches differ), and their
+    arithmetic, many times slower on x86, would then be what the ratio measures."""
+    torch.set_flush_denormal(True)
     ranks = Ranks(local_rank, spec.workers, local_rank, spec.workers)
     device = dd.device_for(spec.device, local_rank, spec.workers)
     dd.init_group(spec.backend, ranks, init_method, spec.cfg.ddp.timeout_s, device)
