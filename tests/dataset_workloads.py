@@ -177,13 +177,15 @@ class NpyStream(NpyRegression):
         return Datasets(StreamedSamples(files.train), files.eval)
 
 
-class NotedNpyDir(NpyDir):
-    """NpyDir whose loader workers each append "split pid start" to ``log`` at their first
+class NotedNpyDir(Dataset):
+    """An NpyDir whose loader workers each append "split pid start" to ``log`` at their first
     sample (start: the process's start time, in clock ticks since boot)."""
 
-    def __init__(self, root: Path, indices: range, split: str, log: Path) -> None:
-        super().__init__(root, indices)
-        self.split, self.log, self.noted = split, log, False
+    def __init__(self, files: NpyDir, split: str, log: Path) -> None:
+        self.files, self.split, self.log, self.noted = files, split, log, False
+
+    def __len__(self) -> int:
+        return len(self.files)
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         if not self.noted and torch.utils.data.get_worker_info() is not None:
@@ -191,16 +193,12 @@ class NotedNpyDir(NpyDir):
             start = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19]
             with open(self.log, "a") as f:
                 f.write(f"{self.split} {os.getpid()} {start}\n")
-        return super().__getitem__(i)
+        return self.files[i]
 
 
 class WhoLoads(NpyRegression):
     def load_data(self) -> Datasets:
-        c = self.config
-        root = Path(c.data_dir)
-        write_samples(root, c.num_samples, c.dims)
-        cut, log = self.num_train(), root / "loaders.txt"
+        files, log = super().load_data(), Path(self.config.data_dir) / "loaders.txt"
         return Datasets(
-            NotedNpyDir(root, range(cut), "train", log),
-            NotedNpyDir(root, range(cut, c.num_samples), "eval", log),
+            NotedNpyDir(files.train, "train", log), NotedNpyDir(files.eval, "eval", log)
         )
