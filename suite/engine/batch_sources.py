@@ -342,7 +342,8 @@ class LoaderBatches(BatchSource):
         iteration forks anew and this does not apply.)"""
         if not (self.cfg.persistent_workers and self.cfg.loader_workers > 0):
             return
-        for split in ("eval", "test"):
+        splits = ("eval", "test") if self.data.test is not None else ("eval",)
+        for split in splits:  # without a test split, "test" evaluates the eval split's loader
             iter(self.eval_loader(split, rank, world, chunk))
 
     def sample_batch(self, n: int) -> Any:
