@@ -7,8 +7,9 @@ The training loop (rank 0) and the sweep report events to ``current()``, a ``Rep
   per run (the sweep reads it from the run's run.json), ``note(text)`` for news such as a run's
   SLURM job starting;
 * ``run_started(run_id, total_steps, steps_per_epoch)``, then ``run_step(step, train_loss)`` at
-  each loss check and ``run_evaluated(row)`` at each evaluation (a row without ``eval_acc``:
-  a run on random inputs, whose accuracy is not shown).
+  the loss checks where ``wants_step_loss()`` says it would be shown, and
+  ``run_evaluated(row)`` at each evaluation (a row without ``eval_acc``: a run on random
+  inputs, whose accuracy is not shown).
 
 Worker processes started by ``torch.multiprocessing`` do not share the parent's terminal display:
 ``relay_from_children()`` makes their events come back to the parent over a local datagram
@@ -33,6 +34,7 @@ from typing import Any, TextIO
 
 RELAY_ENV = "DPSUITE_PROGRESS_RELAY"
 STEP_LINE_INTERVAL_S = 30.0  # plain output: at most one line per interval between evaluations
+STEP_RELAY_INTERVAL_S = 0.1  # a worker relays its step at most this often (a display's refresh)
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,11 @@ class Reporter:
 
     def run_started(self, run_id: str, total_steps: int, steps_per_epoch: int) -> None:
         pass
+
+    def wants_step_loss(self) -> bool:
+        """Whether ``run_step`` would show the loss now: the loop reads it from the device only
+        then (a check that shows nothing costs the step less)."""
+        return False
 
     def run_step(self, step: int, train_loss: float) -> None:
         pass
@@ -195,8 +202,11 @@ class PlainReporter(Reporter):
         s.run_id, s.total_steps, s.steps_per_epoch = run_id, total_steps, steps_per_epoch
         s.last_row = {}
 
+    def wants_step_loss(self) -> bool:
+        return time.monotonic() - self.last_line >= self.interval_s
+
     def run_step(self, step: int, train_loss: float) -> None:
-        if time.monotonic() - self.last_line < self.interval_s:
+        if not self.wants_step_loss():
             return
         s = self.state
         self._print(
@@ -279,6 +289,9 @@ class RichReporter(Reporter):
             self.bars.remove_task(self.run_task)
         self.run_task = self.bars.add_task(run_id, total=total_steps, info="steps")
 
+    def wants_step_loss(self) -> bool:
+        return self.run_task is not None
+
     def run_step(self, step: int, train_loss: float) -> None:
         if self.run_task is None:
             return
@@ -345,6 +358,7 @@ class RelayClient(Reporter):
         self.address = address
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.setblocking(False)
+        self.last_step = -math.inf  # monotonic time of the last step relayed
 
     def _send(self, name: str, *args: Any) -> None:
         # The display is not worth slowing or failing a run for: drop what cannot be sent.
@@ -354,7 +368,11 @@ class RelayClient(Reporter):
     def run_started(self, run_id: str, total_steps: int, steps_per_epoch: int) -> None:
         self._send("run_started", run_id, total_steps, steps_per_epoch)
 
+    def wants_step_loss(self) -> bool:
+        return time.monotonic() - self.last_step >= STEP_RELAY_INTERVAL_S
+
     def run_step(self, step: int, train_loss: float) -> None:
+        self.last_step = time.monotonic()
         self._send("run_step", step, train_loss)
 
     def run_evaluated(self, row: Mapping[str, Any]) -> None:

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from dpsuite import progress
 from dpsuite.conf.compose import compose_config
 from dpsuite.conf.run_spec import resolve
 from dpsuite.engine.train import check, evaluate_and_record, setup, train_step
@@ -151,20 +152,24 @@ def test_one_train_step_moves_the_model_and_is_watched(tmp_path):
     assert evaluate_and_record(run, 1, 2.0) and run.log[-1]["step"] == 1
 
 
-def test_parameter_total_is_finite_exactly_when_every_parameter_is():
-    from dpsuite.engine.train import exact_parameter_sum, parameter_total
+def test_parameter_sizes_are_finite_exactly_when_every_parameter_is():
+    from dpsuite.engine.train import exact_parameter_sum, parameter_sizes
+
+    def finite(values: torch.Tensor) -> bool:
+        return bool(torch.isfinite(values).all())
 
     big = [torch.full((4,), 3e38), torch.ones(3)]  # finite, but their float32 norm overflows
-    assert not math.isfinite(float(parameter_total(big)))
+    assert not finite(parameter_sizes(big))
     assert math.isfinite(float(exact_parameter_sum(big)))  # what the check then decides on
     for bad in (float("inf"), float("nan")):
         params = [torch.ones(3), torch.tensor([1.0, bad])]
-        assert not math.isfinite(float(parameter_total(params)))
+        assert not finite(parameter_sizes(params))
         assert not math.isfinite(float(exact_parameter_sum(params)))
     half = [torch.full((100,), 6e4, dtype=torch.float16)]  # a norm past float16's largest
-    assert float(parameter_total(half)) == pytest.approx(6e5)  # taken in float32
+    assert parameter_sizes(half).tolist() == [pytest.approx(6e5)]  # taken in float32
     mixed = [torch.ones(2), torch.ones(2, dtype=torch.float64)]
-    assert float(parameter_total(mixed)) == 4.0 and parameter_total(mixed).dtype == torch.float64
+    sizes = parameter_sizes(mixed)
+    assert sizes.tolist() == [4.0] and sizes.dtype == torch.float64
 
 
 def test_a_check_on_overflowing_but_finite_parameters_goes_on(monkeypatch):
@@ -182,3 +187,36 @@ def test_a_check_on_overflowing_but_finite_parameters_goes_on(monkeypatch):
     with torch.no_grad():
         run.shared_params[-1].view(-1)[0] = float("nan")
     assert not check(run, 2)
+
+
+class ShowsEveryLoss(progress.Reporter):
+    def __init__(self, shows: bool) -> None:
+        self.shows, self.shown = shows, []
+
+    def wants_step_loss(self) -> bool:
+        return self.shows
+
+    def run_step(self, step: int, train_loss: float) -> None:
+        self.shown.append((step, train_loss))
+
+
+@pytest.mark.parametrize("shows", [True, False])
+def test_a_check_reads_the_loss_only_where_the_progress_shows_it(monkeypatch, shows):
+    """The loss a check shows is this rank's mean since the last check; a check that shows
+    nothing calls nothing, and the window's mean at the evaluation is the same either way."""
+    from dpsuite.engine import train
+
+    spec = resolve(compose_config([*SMALL, "workers=1"]))
+    run = setup(spec, Ranks(0, 1, 0, 1), torch.device("cpu"), writer=None)
+    run.reporter = ShowsEveryLoss(shows)
+    monkeypatch.setattr(train.distributed, "active", lambda: True)  # the shared-parameter check
+    batches = run.replicas.batches()
+    losses = []
+    for step in range(3):
+        train_step(run, step, batches)
+        losses.append(run.losses.pending[-1].item())
+    assert check(run, 3)
+    mean = sum(losses) / 3
+    assert run.reporter.shown == ([(3, pytest.approx(mean))] if shows else [])
+    monkeypatch.setattr(train.distributed, "all_reduce_sum", lambda values, device: values)
+    assert run.losses.take_window() == pytest.approx(mean)

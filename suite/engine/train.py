@@ -131,41 +131,51 @@ def train_step(run: Run, step: int, batches: Iterator[tuple[int, Any]]) -> int:
 
 def check(run: Run, step: int) -> bool:
     """Whether the run is still finite, decided alike on every rank (``divergence_flag``)."""
-    finite, loss = divergence_flag(run)
+    shown = run.reporter.wants_step_loss()
+    finite, loss = divergence_flag(run, shown)
     run.probes.on_check()
-    run.reporter.run_step(step, loss)
+    if shown:
+        run.reporter.run_step(step, loss)
     return finite
 
 
-def divergence_flag(run: Run) -> tuple[bool, float]:
+def divergence_flag(run: Run, shown: bool = True) -> tuple[bool, float]:
     """(finite, the training loss to show) at a check. Where every rank holds the same
     parameters after each step, a non-finite loss on any rank has made them non-finite on all
     (through the averaged gradient): they are read, one value, with no collective, and the
-    loss shown is this rank's. Otherwise (and in one process) the losses decide, summed across
-    ranks when there are several (the ranks meet)."""
-    local, count = run.losses.close_chunk()
+    loss shown is this rank's, read with them only where it is ``shown`` (NaN otherwise).
+    Otherwise (and in one process) the losses decide, summed across ranks when there are
+    several (the ranks meet)."""
+    chunk, count = run.losses.close_chunk()
     if not distributed.active():
-        value = local.item()  # one process: its loss is everyone's
+        value = LossTracker.total(chunk).item()  # one process: its loss is everyone's
         return math.isfinite(value), value / count if count else 0.0
     if run.strategy.same_parameters:
         params = run.shared_params
-        shared, value = torch.stack([parameter_total(params), local]).tolist()  # one host read
-        if not math.isfinite(shared):  # non-finite, or a sum that overflowed its dtype
-            shared = exact_parameter_sum(params).item()
-        return math.isfinite(shared), value / count if count else 0.0
-    total, n = distributed.all_reduce_sum([local.item(), count], run.device)
+        sizes = parameter_sizes(params)
+        if shown:  # one host read
+            read = torch.cat([sizes.double(), LossTracker.total(chunk).reshape(1)]).tolist()
+            shared, value = read[:-1], read[-1]
+        else:
+            shared, value = sizes.tolist(), math.nan
+        finite = all(map(math.isfinite, shared))
+        if not finite:  # a non-finite parameter, or a norm that overflowed its dtype
+            finite = math.isfinite(exact_parameter_sum(params).item())
+        return finite, value / count if count else 0.0
+    total, n = distributed.all_reduce_sum([LossTracker.total(chunk).item(), count], run.device)
     mean = total / n if n else 0.0
     return math.isfinite(mean), mean
 
 
-def parameter_total(params: list[Tensor]) -> Tensor:
-    """One number (float64) from all the parameters, finite only if every parameter is: their
-    2-norms, in one fused kernel (half precision's in float32), summed. Where it is not
-    finite, ``exact_parameter_sum`` decides (a norm can overflow where the parameters are
-    finite); summing each parameter in float64 costs a kernel per parameter."""
+def parameter_sizes(params: list[Tensor]) -> Tensor:
+    """Numbers from all the parameters, all finite only if every parameter is: their 2-norms,
+    in one fused kernel (half precision's in float32), read as they are (a sum of them would
+    be one kernel more at every check). Where one is not finite, ``exact_parameter_sum``
+    decides (a norm can overflow where the parameters are finite); summing each parameter in
+    float64 costs a kernel per parameter, which only parameters of mixed dtypes pay here."""
     if len({p.dtype for p in params}) > 1:
-        return exact_parameter_sum(params)
-    return torch.stack(norms(params)).sum(dtype=torch.float64)
+        return exact_parameter_sum(params).reshape(1)
+    return torch.stack(norms(params))
 
 
 def exact_parameter_sum(params: list[Tensor]) -> Tensor:
@@ -629,37 +639,44 @@ def evaluate(run: Run, model: nn.Module, split: str) -> tuple[float, float]:
 
 
 class LossTracker:
-    """Training losses kept on the device: summed there at each check, read on the host and
-    summed across ranks only at evaluations (where the ranks meet anyway)."""
+    """Training losses kept on the device: gathered into one tensor at each check, summed
+    there and read on the host, summed across ranks, only at evaluations (where the ranks
+    meet anyway)."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self.pending: list[Tensor] = []  # this rank's losses since the last check
-        self.chunks: list[Tensor] = []  # per check since the last window: their sum (float64)
+        self.chunks: list[Tensor] = []  # per check since the last window: its losses
         self.counts: list[float] = []  # and how many
 
     def add(self, loss: Tensor) -> None:
-        # One cheap append per step (no arithmetic, no device sync); summed at the next check.
+        # One cheap append per step (no arithmetic, no device sync); gathered at the next check.
         self.pending.append(loss)
 
     def close_chunk(self) -> tuple[Tensor, float]:
-        """Sum what is pending, on the device (no host read): (this rank's sum, how many)."""
+        """Gather what is pending into one tensor, on the device (no host read, no sum: a
+        check sums it only where it shows the loss): (this rank's losses, how many)."""
         if self.pending:
-            total = torch.stack(self.pending).double().sum()
+            chunk = torch.stack(self.pending)
         else:
-            total = torch.zeros((), dtype=torch.float64, device=self.device)
+            chunk = torch.zeros(0, dtype=torch.float64, device=self.device)
         count = float(len(self.pending))
         self.pending.clear()
-        self.chunks.append(total)
+        self.chunks.append(chunk)
         self.counts.append(count)
-        return total, count
+        return chunk, count
+
+    @staticmethod
+    def total(chunk: Tensor) -> Tensor:
+        """A check's losses summed in float64, on the device."""
+        return chunk.double().sum()
 
     def take_window(self) -> float:
         """Mean loss since the last call (global across ranks: every rank calls this)."""
         if self.pending:
             self.close_chunk()
         n = len(self.chunks)
-        local = torch.stack(self.chunks).tolist() if n else []
+        local = torch.stack([self.total(c) for c in self.chunks]).tolist() if n else []
         totals = distributed.all_reduce_sum(local + self.counts, self.device) if n else []
         self.chunks.clear()
         self.counts.clear()

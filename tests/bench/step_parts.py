@@ -1,11 +1,12 @@
 """Where the suite's training step spends its time beyond a bare DDP step, part by part.
 
-    python tests/bench/step_parts.py [--per-worker 32] [--steps 3000] [OVERRIDE ...]
+    python tests/bench/step_parts.py [--per-worker 32] [--steps 3000] [--blocks 10] [OVERRIDE ...]
 
 Two gloo ranks set the run up as ``dpsuite run`` does (mnist1d_mlp unless overridden), then
 take ``--steps`` of the training loop's steps with the clock read between its parts (the parts
 of ``dpsuite.engine.train.train_step`` and ``check``, in their order; each probe's hook timed on
-its own) and, after them, as many bare DDP steps (``tests/bench/interleaved.BareLoop``). Prints
+its own) and as many bare DDP steps (``tests/bench/interleaved.BareLoop``), in ``--blocks``
+alternating blocks of each, so that a drift of the machine's speed falls on both alike. Prints
 µs per step of each part on each rank, the periodic parts averaged over all steps, with the
 clock calls around each part included. For the suite-vs-bare ratio use ``overhead.py``: this
 says where the difference goes, not how large it is.
@@ -101,7 +102,7 @@ def bare_steps(bare, steps: int, parts: Parts) -> None:
         parts.mark("bare: optimizer step")
 
 
-def rank_main(local_rank: int, init_method: str, spec, steps: int, out: Path) -> None:
+def rank_main(local_rank: int, init_method: str, spec, steps: int, blocks: int, out: Path) -> None:
     import torch.distributed as dist
 
     from dpsuite.engine.train import calibrate, setup
@@ -118,10 +119,13 @@ def rank_main(local_rank: int, init_method: str, spec, steps: int, out: Path) ->
     step = suite_steps(run, 0, 50, Parts())  # warm-up of both
     bare_steps(bare, 50, Parts())
     parts = Parts()
-    dist.barrier()
-    suite_steps(run, step, steps, parts)
-    dist.barrier()
-    bare_steps(bare, steps, parts)
+    per_block = steps // blocks
+    for _ in range(blocks):  # alternating, so that a drift of the machine falls on both alike
+        dist.barrier()
+        step = suite_steps(run, step, per_block, parts)
+        dist.barrier()
+        bare_steps(bare, per_block, parts)
+    steps = per_block * blocks
     per_step = {k: v / steps / 1e3 for k, v in parts.ns.items() if k != "(start)"}
     out.with_suffix(f".{local_rank}").write_text(json.dumps(per_step))
     del run
@@ -132,6 +136,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--per-worker", type=int, default=32)
     p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--blocks", type=int, default=10, help="alternations of suite and bare")
     p.add_argument("overrides", nargs="*", help="more `dpsuite run` overrides")
     args = p.parse_args()
 
@@ -147,7 +152,7 @@ def main() -> None:
         out = Path(tmp) / "parts"
         dd.spawn_local(
             rank_main,
-            (spec, args.steps, out),
+            (spec, args.steps, args.blocks, out),
             spec.workers,
             spec.threads_per_worker,
             spec.cfg.ddp.start_method,
