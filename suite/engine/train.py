@@ -142,8 +142,8 @@ def check(run: Run, step: int) -> bool:
 def divergence_flag(run: Run, shown: bool = True) -> tuple[bool, float]:
     """(finite, the training loss to show) at a check. Where every rank holds the same
     parameters after each step, a non-finite loss on any rank has made them non-finite on all
-    (through the averaged gradient): they are read, one value, with no collective, and the
-    loss shown is this rank's, read with them only where it is ``shown`` (NaN otherwise).
+    (through the averaged gradient): their norms are read, with no collective, and the loss
+    shown is this rank's, read with them (one read) only where it is ``shown`` (else NaN).
     Otherwise (and in one process) the losses decide, summed across ranks when there are
     several (the ranks meet)."""
     chunk, count = run.losses.close_chunk()

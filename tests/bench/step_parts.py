@@ -119,7 +119,7 @@ def rank_main(local_rank: int, init_method: str, spec, steps: int, blocks: int, 
     step = suite_steps(run, 0, 50, Parts())  # warm-up of both
     bare_steps(bare, 50, Parts())
     parts = Parts()
-    per_block = steps // blocks
+    per_block = max(1, steps // max(1, blocks))
     for _ in range(blocks):  # alternating, so that a drift of the machine falls on both alike
         dist.barrier()
         step = suite_steps(run, step, per_block, parts)
