@@ -185,7 +185,8 @@ def measure_training(
     if plan.bare_against_bare:
         extra = " (A/A: a second bare loop in the suite's place)"
     print(
-        f"training, {WORKERS} workers x {threads_per_worker} thread(s), interleaved blocks of "
+        f"training, {WORKERS} workers (unless the case says) x {threads_per_worker} thread(s),"
+        f" interleaved blocks of "
         f"~{plan.block_s} s for ~{plan.budget_s:.0f} s per case: suite / bare throughput{extra}"
     )
     print(
