@@ -342,9 +342,11 @@ class LoaderBatches(BatchSource):
         iteration forks anew and this does not apply.)"""
         if not (self.cfg.persistent_workers and self.cfg.loader_workers > 0):
             return
-        splits = ("eval", "test") if self.data.test is not None else ("eval",)
-        for split in splits:  # without a test split, "test" evaluates the eval split's loader
-            iter(self.eval_loader(split, rank, world, chunk))
+        # A split that is another's (no test split, or the eval split again) shares its loader:
+        # each loader is started once.
+        loaders = (self.eval_loader(split, rank, world, chunk) for split in ("eval", "test"))
+        for loader in dict.fromkeys(loaders):
+            iter(loader)
 
     def sample_batch(self, n: int) -> Any:
         train = self.data.train
